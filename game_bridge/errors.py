@@ -1,0 +1,50 @@
+"""Exceptions raised by the game bridge.
+
+Every fault names the game instance it happened on and what was seen, so a run
+that stops can say exactly which game misbehaved and how.
+"""
+
+from __future__ import annotations
+
+
+class BridgeError(Exception):
+    """Base class of every fault between the trainer and a game instance.
+
+    :param instance: 0-based index of the game instance, or None when no single
+        instance is to blame (for example a bad configuration).
+    :param message: what happened, in words a user can act on.
+    """
+
+    def __init__(self, instance: int | None, message: str) -> None:
+        self.instance = instance
+        self.detail = message
+        prefix = f"game instance {instance}: " if instance is not None else ""
+        super().__init__(prefix + message)
+
+
+class LaunchError(BridgeError):
+    """A game could not be started or did not connect in time."""
+
+
+class PortInUse(LaunchError):
+    """The TCP port a game instance needs is held by another process."""
+
+
+class InstanceDied(BridgeError):
+    """The game closed its connection or its process exited."""
+
+
+class InstanceTimeout(BridgeError):
+    """The game did not answer within the read timeout."""
+
+
+class ProtocolViolation(BridgeError):
+    """The game sent something the protocol does not allow.
+
+    Covers an oversize frame, bytes that are not JSON, a message of the wrong
+    type and a reply with the wrong number of agents.
+    """
+
+
+class FrameTooLarge(ProtocolViolation):
+    """A frame's length prefix is beyond the configured limit."""

@@ -1,0 +1,229 @@
+"""One game instance as the trainer sees it: a listening TCP port, the game
+process launched against it, and the framed connection once the game connects.
+
+Reads never block past a deadline and never spin: each waits on the socket in
+short slices, checking between slices whether the process is still alive.
+"""
+
+from __future__ import annotations
+
+import errno
+import socket
+import subprocess
+import time
+from pathlib import Path
+from typing import IO, Any
+
+from game_bridge import protocol
+from game_bridge.errors import (
+    FrameTooLarge,
+    InstanceDied,
+    InstanceTimeout,
+    LaunchError,
+    PortInUse,
+    ProtocolViolation,
+)
+
+_POLL_SLICE_S = 0.25
+"""How often a waiting read checks whether the game process is still alive."""
+_RECV_CHUNK = 1 << 16
+OUTPUT_TAIL_BYTES = 2000
+
+
+class GameInstance:
+    """A game process and its connection.
+
+    :param index: 0-based instance number (used in every error message).
+    :param port: TCP port this instance listens on.
+    :param host: address to bind; loopback unless the user chose otherwise.
+    :param read_timeout: seconds a reply may take before :class:`InstanceTimeout`.
+    :param max_frame_bytes: largest frame accepted from the game.
+    """
+
+    def __init__(
+        self,
+        index: int,
+        port: int,
+        host: str = "127.0.0.1",
+        read_timeout: float = 30.0,
+        max_frame_bytes: int = protocol.DEFAULT_MAX_FRAME_BYTES,
+    ) -> None:
+        self.index = index
+        self.port = port
+        self.host = host
+        self.read_timeout = read_timeout
+        self.max_frame_bytes = max_frame_bytes
+        self.process: subprocess.Popen[bytes] | None = None
+        self.output_path: Path | None = None
+        self._output_file: IO[bytes] | None = None
+        self._conn: socket.socket | None = None
+        self._buffer = bytearray()
+        self.listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        # SO_REUSEADDR lets a restarted trainer reuse a port in TIME_WAIT; it does
+        # not let two live listeners share one port on Linux.
+        self.listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            self.listener.bind((host, port))
+        except OSError as exc:
+            self.listener.close()
+            if exc.errno == errno.EADDRINUSE:
+                raise PortInUse(index, f"port {host}:{port} is already in use by another process") from None
+            raise LaunchError(index, f"cannot listen on {host}:{port}: {exc.strerror}") from None
+        self.listener.listen(1)
+        self.listener.setblocking(False)
+
+    # -- process ---------------------------------------------------------------
+
+    def start(self, command: list[str], output_path: Path) -> None:
+        """Launch the game process, its output going to ``output_path``.
+
+        The game gets its own session, so a Ctrl-C in the trainer's terminal
+        reaches only the trainer, which then closes the games in order.
+        """
+        output_path.parent.mkdir(parents=True, exist_ok=True)
+        self.output_path = output_path
+        self._output_file = output_path.open("wb")
+        try:
+            self.process = subprocess.Popen(
+                command,
+                stdin=subprocess.DEVNULL,
+                stdout=self._output_file,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        except OSError as exc:
+            self._output_file.close()
+            raise LaunchError(self.index, f"cannot start {command[0]!r}: {exc.strerror or exc}") from None
+
+    def output_tail(self, limit: int = OUTPUT_TAIL_BYTES) -> str:
+        """The last lines the game printed, for error messages."""
+        if self.output_path is None or not self.output_path.exists():
+            return ""
+        with self.output_path.open("rb") as handle:
+            handle.seek(0, 2)
+            size = handle.tell()
+            handle.seek(max(0, size - limit))
+            return handle.read().decode("utf-8", "replace").strip()
+
+    def exit_code(self) -> int | None:
+        """The process's exit code, or None while it runs (or was never started)."""
+        return None if self.process is None else self.process.poll()
+
+    def _died(self, what: str) -> InstanceDied:
+        code = self.exit_code()
+        status = f" (exit code {code})" if code is not None else ""
+        tail = self.output_tail(300).replace("\n", " | ")
+        return InstanceDied(self.index, f"{what}{status}" + (f"; last output: {tail}" if tail else ""))
+
+    # -- connection ------------------------------------------------------------
+
+    @property
+    def connected(self) -> bool:
+        """True once the game has connected."""
+        return self._conn is not None
+
+    def try_accept(self) -> bool:
+        """Accept the game's connection if it is waiting; never blocks."""
+        try:
+            conn, _ = self.listener.accept()
+        except BlockingIOError:
+            return False
+        conn.setblocking(True)
+        conn.settimeout(_POLL_SLICE_S)
+        conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self._conn = conn
+        return True
+
+    def send_bytes(self, data: bytes) -> None:
+        """Write an already framed message."""
+        if self._conn is None:
+            raise InstanceDied(self.index, "not connected")
+        deadline = time.monotonic() + self.read_timeout
+        view = memoryview(data)
+        while view:
+            try:
+                sent = self._conn.send(view)
+            except TimeoutError:
+                if self.exit_code() is not None:
+                    raise self._died("the game exited") from None
+                if time.monotonic() > deadline:
+                    raise InstanceTimeout(self.index, f"could not send for {self.read_timeout:.0f} s") from None
+                continue
+            except OSError as exc:
+                raise self._died(f"the connection broke while sending ({exc.strerror or exc})") from None
+            view = view[sent:]
+
+    def send(self, message: dict[str, Any]) -> None:
+        """Frame and write one message."""
+        self.send_bytes(protocol.encode_message(message))
+
+    def _fill(self, size: int, deadline: float) -> None:
+        """Read until the buffer holds at least ``size`` bytes or the deadline passes."""
+        assert self._conn is not None
+        while len(self._buffer) < size:
+            try:
+                chunk = self._conn.recv(max(_RECV_CHUNK, size - len(self._buffer)))
+            except TimeoutError:
+                if self.exit_code() is not None:
+                    raise self._died("the game exited") from None
+                if time.monotonic() > deadline:
+                    raise InstanceTimeout(
+                        self.index, f"no reply within {self.read_timeout:g} s (the game hangs or is too slow)"
+                    ) from None
+                continue
+            except OSError as exc:
+                raise self._died(f"the connection broke ({exc.strerror or exc})") from None
+            if not chunk:
+                raise self._died("the game closed the connection")
+            self._buffer += chunk
+
+    def receive(self, expected_type: str | None = None) -> dict[str, Any]:
+        """Read one message, checking its type when ``expected_type`` is given.
+
+        :raises InstanceDied: end of stream or a dead process.
+        :raises InstanceTimeout: no complete message within ``read_timeout``.
+        :raises FrameTooLarge: a length prefix beyond ``max_frame_bytes``.
+        :raises ProtocolViolation: bad JSON or the wrong message type.
+        """
+        if self._conn is None:
+            raise InstanceDied(self.index, "not connected")
+        deadline = time.monotonic() + self.read_timeout
+        self._fill(4, deadline)
+        try:
+            length = protocol.frame_length(bytes(self._buffer[:4]), self.max_frame_bytes)
+        except protocol.FrameError as exc:
+            raise FrameTooLarge(self.index, str(exc)) from None
+        self._fill(4 + length, deadline)
+        body = bytes(self._buffer[4 : 4 + length])
+        del self._buffer[: 4 + length]
+        try:
+            message = protocol.decode_body(body)
+        except protocol.FrameError as exc:
+            raise ProtocolViolation(self.index, str(exc)) from None
+        if expected_type is not None and message.get("type") != expected_type:
+            raise ProtocolViolation(
+                self.index, f"expected a {expected_type!r} message, got type {message.get('type')!r}"
+            )
+        return message
+
+    # -- shutdown --------------------------------------------------------------
+
+    def close(self, grace_s: float = 3.0) -> None:
+        """Send ``close``, wait for the process to quit, kill it if it does not."""
+        if self._conn is not None:
+            try:
+                self._conn.sendall(protocol.encode_message({"type": "close"}))
+            except OSError:
+                pass
+            self._conn.close()
+            self._conn = None
+        self.listener.close()
+        if self.process is not None and self.process.poll() is None:
+            try:
+                self.process.wait(timeout=grace_s)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(timeout=5.0)
+        if self._output_file is not None:
+            self._output_file.close()
+            self._output_file = None

@@ -1,0 +1,231 @@
+"""The bundled game as a protocol client: ``lander-game --port=P --env_seed=S ...``.
+
+It behaves like a Godot game with the Godot RL Agents plugin: it connects to the
+trainer on 127.0.0.1, answers ``env_info``, ``reset``, ``action`` and ``call``,
+resets its own finished agents, paces physics to wall time x ``--speedup``
+(0 = as fast as possible) and quits on ``close`` or when the trainer goes away.
+"""
+
+from __future__ import annotations
+
+import socket
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from game_bridge import protocol
+from game_bridge.lander_game.physics import (
+    ACTION_SIZE,
+    N_DISCRETE_ACTIONS,
+    OBS_SIZE,
+    TICKS_PER_SECOND,
+    LanderPhysics,
+)
+
+ACTION_KEY = "thrust"
+OBS_KEY = "obs"
+CONNECT_TIMEOUT_S = 30.0
+
+
+@dataclass
+class GameSettings:
+    """Command-line settings; unknown ``--key=value`` arguments are ignored, as Godot does."""
+
+    port: int = protocol.DEFAULT_PORT
+    seed: int = 0
+    action_repeat: int = 6
+    speedup: float = 0.0
+    agents: int = 1
+    action_type: str = "continuous"
+    difficulty: int = 1
+
+
+def parse_arguments(argv: list[str]) -> GameSettings:
+    """Read the launch arguments of PROTOCOL.md plus the game's own settings.
+
+    :raises ValueError: when a known argument has a value of the wrong kind.
+    """
+    values: dict[str, str] = {}
+    for arg in argv:
+        if arg.startswith("--") and "=" in arg:
+            key, value = arg[2:].split("=", 1)
+            values[key] = value
+    settings = GameSettings()
+    settings.port = int(values.get("port", settings.port))
+    settings.seed = int(values.get("env_seed", settings.seed))
+    settings.action_repeat = int(values.get("action_repeat", settings.action_repeat))
+    settings.speedup = float(values.get("speedup", settings.speedup))
+    settings.agents = int(values.get("agents", settings.agents))
+    settings.action_type = values.get("action_type", settings.action_type)
+    settings.difficulty = int(values.get("difficulty", settings.difficulty))
+    if settings.action_type not in ("continuous", "discrete"):
+        raise ValueError(f"--action_type must be continuous or discrete, got {settings.action_type!r}")
+    if settings.agents < 1 or settings.action_repeat < 1 or settings.speedup < 0:
+        raise ValueError("--agents and --action_repeat must be at least 1 and --speedup at least 0")
+    return settings
+
+
+class LanderGame:
+    """The game loop's state: physics for all agents plus the protocol replies."""
+
+    def __init__(self, settings: GameSettings) -> None:
+        self.settings = settings
+        self.discrete = settings.action_type == "discrete"
+        self.physics = LanderPhysics(
+            settings.agents, settings.seed, settings.action_repeat, self.discrete, settings.difficulty
+        )
+        self.step_seconds = (
+            settings.action_repeat / (TICKS_PER_SECOND * settings.speedup) if settings.speedup > 0 else 0.0
+        )
+        self._next_step_at = 0.0
+
+    def env_info(self) -> dict[str, Any]:
+        """The ``env_info`` reply: the same spaces for every agent."""
+        n = self.settings.agents
+        action = (
+            {"size": N_DISCRETE_ACTIONS, "action_type": "discrete"}
+            if self.discrete
+            else {"size": ACTION_SIZE, "action_type": "continuous"}
+        )
+        return {
+            "type": "env_info",
+            "observation_space": [{OBS_KEY: {"size": [OBS_SIZE], "space": "box"}}] * n,
+            "action_space": [{ACTION_KEY: action}] * n,
+            "n_agents": n,
+            "agent_policy_names": ["shared_policy"] * n,
+        }
+
+    def reset(self) -> dict[str, Any]:
+        """Reset every agent (the trainer's ``reset``)."""
+        self.physics.reset_agents(np.ones(self.settings.agents, dtype=bool))
+        obs = self.physics.observe().tolist()
+        return {"type": "reset", "obs": [{OBS_KEY: row} for row in obs], "info": [{}] * len(obs)}
+
+    def _read_actions(self, message: dict[str, Any]) -> np.ndarray:
+        actions = message.get("action")
+        if not isinstance(actions, list) or len(actions) != self.settings.agents:
+            raise ValueError(f"expected actions for {self.settings.agents} agents")
+        values = [agent[ACTION_KEY] for agent in actions]
+        if self.discrete:
+            # Godot-style trainers may send 1.0 for 1.
+            return np.asarray(values, dtype=np.float64).astype(np.int64)
+        return np.asarray(values, dtype=np.float64)
+
+    def step(self, message: dict[str, Any]) -> dict[str, Any]:
+        """Apply one action per agent, reset finished agents, build the ``step`` reply."""
+        self._pace()
+        result = self.physics.step(self._read_actions(message))
+        done = result.terminated | result.truncated
+        infos: list[dict[str, Any]] = [{} for _ in range(self.settings.agents)]
+        obs = result.obs
+        if done.any():
+            terminal = obs.tolist()
+            for index in np.flatnonzero(done).tolist():
+                infos[index] = {
+                    "is_success": bool(result.success[index]),
+                    "TimeLimit.truncated": bool(result.truncated[index]),
+                    "terminal_observation": {OBS_KEY: terminal[index]},
+                }
+            self.physics.reset_agents(done)
+            obs = self.physics.observe()
+        return {
+            "type": "step",
+            "obs": [{OBS_KEY: row} for row in obs.tolist()],
+            "reward": result.reward.tolist(),
+            "done": done.tolist(),
+            "info": infos,
+        }
+
+    def _pace(self) -> None:
+        """Hold each step to its share of wall time, as an engine at ``speedup`` would."""
+        if not self.step_seconds:
+            return
+        now = time.monotonic()
+        if self._next_step_at > now:
+            time.sleep(self._next_step_at - now)
+            now = self._next_step_at
+        self._next_step_at = max(now, self._next_step_at) + self.step_seconds
+
+    def call(self, message: dict[str, Any]) -> dict[str, Any]:
+        """Answer a ``call``: known methods return one value per agent, others null."""
+        method = message.get("method")
+        n = self.settings.agents
+        if method == "get_difficulty":
+            return {"type": "call", "returns": [self.settings.difficulty] * n}
+        return {"type": "call", "returns": [None] * n}
+
+
+def _connect(port: int) -> socket.socket:
+    deadline = time.monotonic() + CONNECT_TIMEOUT_S
+    while True:
+        try:
+            sock = socket.create_connection(("127.0.0.1", port), timeout=5.0)
+            break
+        except OSError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.05)
+    sock.settimeout(None)
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    return sock
+
+
+def serve(game: LanderGame, sock: socket.socket) -> None:
+    """Answer the trainer until it sends ``close`` or goes away."""
+    handlers: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {
+        "env_info": lambda _message: game.env_info(),
+        "reset": lambda _message: game.reset(),
+        "action": game.step,
+        "call": game.call,
+    }
+    while True:
+        try:
+            message = protocol.recv_message(sock)
+        except (protocol.FrameError, OSError):
+            return  # the trainer is gone: quit, so no game outlives it
+        kind = message.get("type")
+        if kind == "close":
+            return
+        if kind == "handshake":
+            if str(message.get("major_version")) != protocol.MAJOR_VERSION:
+                print(f"lander-game: unsupported protocol major version {message.get('major_version')!r}", file=sys.stderr)
+                return
+            continue
+        handler = handlers.get(str(kind))
+        if handler is None:
+            print(f"lander-game: ignoring message of unknown type {kind!r}", file=sys.stderr)
+            continue
+        try:
+            reply = handler(message)
+        except (KeyError, TypeError, ValueError) as exc:
+            print(f"lander-game: bad {kind} message from the trainer: {exc}", file=sys.stderr)
+            return
+        try:
+            protocol.send_message(sock, reply)
+        except OSError:
+            return
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of ``lander-game``."""
+    try:
+        settings = parse_arguments(sys.argv[1:] if argv is None else argv)
+    except ValueError as exc:
+        print(f"lander-game: {exc}", file=sys.stderr)
+        return 2
+    try:
+        sock = _connect(settings.port)
+    except OSError as exc:
+        print(f"lander-game: cannot reach the trainer on 127.0.0.1:{settings.port}: {exc}", file=sys.stderr)
+        return 1
+    with sock:
+        serve(LanderGame(settings), sock)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,56 @@
+"""The lander physics as a single-agent gymnasium environment, ``Lander-v0``.
+
+This is the in-process reference: tests compare the protocol game against it,
+benchmarks use it as the speed limit, and ``lander train --in-process`` trains on it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+from gymnasium import spaces
+
+from game_bridge.lander_game.physics import ACTION_SIZE, N_DISCRETE_ACTIONS, OBS_SIZE, LanderPhysics
+
+
+class LanderEnv(gym.Env[np.ndarray, Any]):
+    """One lander following its moving target.
+
+    :param action_type: ``"continuous"`` (main and lateral thrust in [-1, 1]) or ``"discrete"``.
+    :param action_repeat: physics ticks per step.
+    :param difficulty: see :data:`game_bridge.lander_game.physics.DIFFICULTY_LEVELS`.
+    """
+
+    metadata: dict[str, Any] = {"render_modes": []}  # noqa: RUF012 (gymnasium's own convention)
+
+    def __init__(self, action_type: str = "continuous", action_repeat: int = 6, difficulty: int = 1) -> None:
+        if action_type not in ("continuous", "discrete"):
+            raise ValueError(f"action_type must be 'continuous' or 'discrete', got {action_type!r}")
+        self.discrete = action_type == "discrete"
+        self.observation_space = spaces.Box(-1.0, 1.0, (OBS_SIZE,), np.float32)
+        self.action_space: spaces.Space[Any] = (
+            spaces.Discrete(N_DISCRETE_ACTIONS)
+            if self.discrete
+            else spaces.Box(-1.0, 1.0, (ACTION_SIZE,), np.float32)
+        )
+        self.physics = LanderPhysics(1, None, action_repeat, self.discrete, difficulty)
+
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[np.ndarray, dict[str, Any]]:
+        super().reset(seed=seed)
+        if seed is not None:
+            self.physics.seed(seed)
+        self.physics.reset_agents(np.ones(1, dtype=bool))
+        return self.physics.observe()[0], {}
+
+    def step(self, action: Any) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
+        result = self.physics.step(np.asarray(action).reshape(1, -1) if not self.discrete else np.asarray([action]))
+        terminated = bool(result.terminated[0])
+        truncated = bool(result.truncated[0])
+        info: dict[str, Any] = {}
+        if terminated or truncated:
+            info["is_success"] = bool(result.success[0])
+        return result.obs[0], float(result.reward[0]), terminated, truncated, info

@@ -1,0 +1,165 @@
+"""Starting N game instances at once and waiting for all of them together.
+
+``godot-rl`` starts instances one after another; here every port is opened
+first, every process is launched, then all connections are accepted and all
+handshakes answered in one pass, so N instances start in about the time of one.
+"""
+
+from __future__ import annotations
+
+import os
+import selectors
+import shlex
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from game_bridge import protocol
+from game_bridge.errors import BridgeError, LaunchError
+from game_bridge.instance import GameInstance
+from game_bridge.spaces import EnvInfo, parse_env_info
+
+
+def bundled_game_command() -> list[str]:
+    """How to start the bundled game with this interpreter (no build step needed)."""
+    return [sys.executable, "-m", "game_bridge.lander_game"]
+
+
+def game_command(game_bin: str | Path | None) -> list[str]:
+    """The command that starts a game: a binary path, or the bundled game for None.
+
+    :raises LaunchError: when the binary is missing or not executable.
+    """
+    if game_bin is None:
+        return bundled_game_command()
+    path = Path(game_bin)
+    if not path.is_file():
+        raise LaunchError(None, f"game binary {str(path)!r} does not exist")
+    if not os.access(path, os.X_OK):
+        raise LaunchError(None, f"game binary {str(path)!r} is not executable (chmod +x it)")
+    return [str(path.resolve())]
+
+
+@dataclass
+class LaunchConfig:
+    """How to start the game instances of one run.
+
+    :param command: the game executable and any fixed arguments before ours.
+    :param n_instances: number of game processes.
+    :param base_port: instance ``i`` listens on ``base_port + i``.
+    :param seed: instance ``i`` gets ``--env_seed=seed + i``.
+    :param speedup: passed as ``--speedup`` when set.
+    :param action_repeat: passed as ``--action_repeat`` when set.
+    :param game_args: extra ``--key=value`` settings for the game.
+    :param host: address to bind; loopback unless the user asks otherwise.
+    :param connect_timeout: seconds all instances together may take to connect.
+    :param read_timeout: seconds one reply may take.
+    :param output_dir: where each instance's console output goes (a temporary folder if None).
+    """
+
+    command: list[str] = field(default_factory=bundled_game_command)
+    n_instances: int = 1
+    base_port: int = protocol.DEFAULT_PORT
+    seed: int = 0
+    speedup: float | None = None
+    action_repeat: int | None = None
+    game_args: dict[str, str] = field(default_factory=dict)
+    host: str = "127.0.0.1"
+    connect_timeout: float = 60.0
+    read_timeout: float = 30.0
+    max_frame_bytes: int = protocol.DEFAULT_MAX_FRAME_BYTES
+    output_dir: Path | None = None
+
+    def arguments(self, index: int) -> list[str]:
+        """The launch arguments of instance ``index``, as PROTOCOL.md lists them."""
+        args = [
+            f"--port={self.base_port + index}",
+            f"--env_seed={self.seed + index}",
+            "--disable-render-loop",
+            "--headless",
+        ]
+        if self.action_repeat is not None:
+            args.append(f"--action_repeat={self.action_repeat}")
+        if self.speedup is not None:
+            args.append(f"--speedup={self.speedup:g}")
+        args.extend(f"--{key}={value}" for key, value in self.game_args.items())
+        return args
+
+    def describe(self, index: int) -> str:
+        """The command line of instance ``index``, quoted for a person to paste."""
+        return shlex.join([*self.command, *self.arguments(index)])
+
+
+def _accept_all(instances: list[GameInstance], deadline: float) -> None:
+    selector = selectors.DefaultSelector()
+    for instance in instances:
+        selector.register(instance.listener, selectors.EVENT_READ, instance)
+    try:
+        waiting = len(instances)
+        while waiting:
+            for key, _ in selector.select(timeout=0.1):
+                instance: GameInstance = key.data
+                if instance.try_accept():
+                    selector.unregister(instance.listener)
+                    waiting -= 1
+            for instance in instances:
+                if not instance.connected and instance.exit_code() is not None:
+                    tail = instance.output_tail(300).replace("\n", " | ")
+                    raise LaunchError(
+                        instance.index,
+                        f"the game exited with code {instance.exit_code()} before connecting"
+                        + (f"; last output: {tail}" if tail else ""),
+                    )
+            if waiting and time.monotonic() > deadline:
+                late = [i.index for i in instances if not i.connected]
+                raise LaunchError(late[0], f"instances {late} did not connect in time")
+    finally:
+        selector.close()
+
+
+def launch_instances(config: LaunchConfig) -> tuple[list[GameInstance], list[EnvInfo]]:
+    """Start every instance, accept every connection, handshake and read ``env_info``.
+
+    On any failure every instance started so far is closed before the error propagates.
+
+    :return: the connected instances and each one's parsed ``env_info``.
+    :raises BridgeError: a launch, connection or protocol fault, naming the instance.
+    """
+    if config.n_instances < 1:
+        raise LaunchError(None, f"the number of game instances must be at least 1, got {config.n_instances}")
+    output_dir = config.output_dir or Path(tempfile.mkdtemp(prefix="lander-games-"))
+    instances: list[GameInstance] = []
+    try:
+        for index in range(config.n_instances):
+            instances.append(
+                GameInstance(
+                    index,
+                    config.base_port + index,
+                    config.host,
+                    config.read_timeout,
+                    config.max_frame_bytes,
+                )
+            )
+        for instance in instances:
+            instance.start([*config.command, *config.arguments(instance.index)], output_dir / f"game_{instance.index}.log")
+        _accept_all(instances, time.monotonic() + config.connect_timeout)
+        for instance in instances:
+            instance.send(protocol.handshake_message())
+            instance.send({"type": "env_info"})
+        infos = [parse_env_info(instance.receive("env_info"), instance.index) for instance in instances]
+    except BaseException:
+        close_instances(instances)
+        raise
+    return instances, infos
+
+
+def close_instances(instances: list[GameInstance]) -> None:
+    """Close every instance, even when some of them fail to close cleanly."""
+    for instance in instances:
+        try:
+            instance.close()
+        except (OSError, BridgeError):
+            if instance.process is not None and instance.process.poll() is None:
+                instance.process.kill()

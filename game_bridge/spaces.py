@@ -1,0 +1,271 @@
+"""The game's `env_info` reply turned into gymnasium spaces, and the codecs that
+move observations and actions between numpy batches and protocol JSON.
+
+Declared key order is kept everywhere: sorting action keys silently swaps
+actions in exported policies (godot-rl issue #234).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from gymnasium import spaces
+
+from game_bridge.errors import ProtocolViolation
+
+SHARED_POLICY = "shared_policy"
+
+
+@dataclass(frozen=True)
+class ObservationEntry:
+    """One observation key of an agent.
+
+    :param key: the key in the game's ``obs`` dict.
+    :param space: its gymnasium space (Box float32, Box uint8 for images, or Discrete).
+    :param is_image: True for keys containing ``2d``, sent as a hex string of uint8.
+    """
+
+    key: str
+    space: spaces.Space[Any]
+    is_image: bool
+
+
+@dataclass(frozen=True)
+class ActionEntry:
+    """One action key of an agent, in the order the game declared it.
+
+    :param key: the key the game expects in its ``action`` dict.
+    :param size: vector length (continuous) or number of choices (discrete).
+    :param discrete: True for ``action_type: discrete``.
+    """
+
+    key: str
+    size: int
+    discrete: bool
+
+
+def _entry_per_agent(value: Any, n_agents: int, what: str, instance: int | None) -> list[Any]:
+    """Expand the single-dict form ("same for every agent") to a per-agent list."""
+    if isinstance(value, dict):
+        return [value] * n_agents
+    if isinstance(value, list) and len(value) == n_agents and all(isinstance(v, dict) for v in value):
+        return value
+    raise ProtocolViolation(
+        instance, f"env_info {what} must be a dict or a list of {n_agents} dicts, got {value!r:.120}"
+    )
+
+
+def _positive_int(value: Any, what: str, instance: int | None) -> int:
+    # Godot sends every JSON number as a float: 2.0 is a fine size, 2.5 is not.
+    if isinstance(value, bool) or not isinstance(value, int | float) or value != int(value) or value < 1:
+        raise ProtocolViolation(instance, f"env_info {what} must be a positive integer, got {value!r}")
+    return int(value)
+
+
+def _parse_observation_entry(key: str, spec: Any, instance: int | None) -> ObservationEntry:
+    if not isinstance(spec, dict):
+        raise ProtocolViolation(instance, f"observation {key!r} must be a dict, got {spec!r:.80}")
+    kind = spec.get("space", "box")
+    size = spec.get("size")
+    if kind == "discrete":
+        return ObservationEntry(key, spaces.Discrete(_positive_int(size, f"size of {key!r}", instance)), False)
+    if kind != "box":
+        raise ProtocolViolation(instance, f"observation {key!r} has unknown space {kind!r}")
+    dims = size if isinstance(size, list) else [size]
+    shape = tuple(_positive_int(d, f"size of {key!r}", instance) for d in dims)
+    if "2d" in key:
+        return ObservationEntry(key, spaces.Box(0, 255, shape, np.uint8), True)
+    low = float(spec.get("low", -1.0))
+    high = float(spec.get("high", 1.0))
+    return ObservationEntry(key, spaces.Box(low, high, shape, np.float32), False)
+
+
+def _parse_action_entry(key: str, spec: Any, instance: int | None) -> ActionEntry:
+    if not isinstance(spec, dict):
+        raise ProtocolViolation(instance, f"action {key!r} must be a dict, got {spec!r:.80}")
+    kind = spec.get("action_type")
+    if kind not in ("continuous", "discrete"):
+        raise ProtocolViolation(instance, f"action {key!r} has unknown action_type {kind!r}")
+    return ActionEntry(key, _positive_int(spec.get("size"), f"size of action {key!r}", instance), kind == "discrete")
+
+
+@dataclass(frozen=True)
+class EnvInfo:
+    """What one game instance declared about its agents.
+
+    All agents of a game must share one observation and action layout: lander
+    trains one shared policy, as the plugin's ``shared_policy`` does.
+    """
+
+    n_agents: int
+    observations: tuple[ObservationEntry, ...]
+    actions: tuple[ActionEntry, ...]
+    policy_names: tuple[str, ...]
+
+    @property
+    def observation_space(self) -> spaces.Space[Any]:
+        """The per-agent observation space SB3 sees: the space itself for one key, else a Dict."""
+        if len(self.observations) == 1:
+            return self.observations[0].space
+        # A list of pairs keeps the declared order (a mapping would be sorted).
+        return spaces.Dict([(entry.key, entry.space) for entry in self.observations])
+
+    @property
+    def action_space(self) -> spaces.Space[Any]:
+        """The per-agent action space SB3 sees (see :class:`ActionCodec`)."""
+        return ActionCodec(self.actions).space
+
+    def same_layout(self, other: EnvInfo) -> bool:
+        """True when two instances can feed one policy."""
+        return (
+            self.n_agents == other.n_agents
+            and self.observations == other.observations
+            and self.actions == other.actions
+        )
+
+
+def parse_env_info(message: dict[str, Any], instance: int | None = None) -> EnvInfo:
+    """Parse an ``env_info`` reply.
+
+    Accepts the per-agent list form and the single-dict form of both spaces, and a
+    missing ``agent_policy_names`` (all ``shared_policy``). Godot floats (``2.0``)
+    are accepted wherever an integer is meant.
+
+    :param message: the decoded reply.
+    :param instance: index of the game instance, for error messages.
+    :raises ProtocolViolation: when anything is missing or inconsistent.
+    """
+    if message.get("type") != "env_info":
+        raise ProtocolViolation(instance, f"expected an env_info reply, got type {message.get('type')!r}")
+    obs_value = message.get("observation_space")
+    act_value = message.get("action_space")
+    if "n_agents" in message:
+        n_agents = _positive_int(message["n_agents"], "n_agents", instance)
+    elif isinstance(obs_value, list):
+        n_agents = len(obs_value)
+    else:
+        n_agents = 1
+    obs_per_agent = _entry_per_agent(obs_value, n_agents, "observation_space", instance)
+    act_per_agent = _entry_per_agent(act_value, n_agents, "action_space", instance)
+    if any(spec != obs_per_agent[0] for spec in obs_per_agent) or any(
+        spec != act_per_agent[0] for spec in act_per_agent
+    ):
+        raise ProtocolViolation(instance, "agents declare different spaces; lander trains one shared policy")
+    if not obs_per_agent[0] or not act_per_agent[0]:
+        raise ProtocolViolation(instance, "env_info declares no observation or no action keys")
+    observations = tuple(_parse_observation_entry(str(k), v, instance) for k, v in obs_per_agent[0].items())
+    actions = tuple(_parse_action_entry(str(k), v, instance) for k, v in act_per_agent[0].items())
+    names_value = message.get("agent_policy_names")
+    if names_value is None:
+        names = (SHARED_POLICY,) * n_agents
+    elif isinstance(names_value, list) and len(names_value) == n_agents:
+        names = tuple(str(name) for name in names_value)
+    else:
+        raise ProtocolViolation(instance, f"agent_policy_names must list {n_agents} names, got {names_value!r:.120}")
+    return EnvInfo(n_agents, observations, actions, names)
+
+
+class ActionCodec:
+    """Maps SB3 action batches to the game's per-agent action dicts, in declared order.
+
+    - all continuous: a Box(-1, 1) of the summed sizes, split per key;
+    - one discrete key: Discrete(n); several discrete keys: MultiDiscrete;
+    - continuous and discrete mixed: a Box(-1, 1) where a discrete key of n
+      choices takes n slots and the game receives their argmax, so one Gaussian
+      policy drives both kinds.
+    """
+
+    def __init__(self, entries: tuple[ActionEntry, ...]) -> None:
+        self.entries = entries
+        kinds = {entry.discrete for entry in entries}
+        self.mixed = kinds == {True, False}
+        self.all_discrete = kinds == {True}
+        self.space: spaces.Space[Any]
+        if self.all_discrete:
+            if len(entries) == 1:
+                self.space = spaces.Discrete(entries[0].size)
+            else:
+                self.space = spaces.MultiDiscrete([entry.size for entry in entries])
+        else:
+            width = sum(entry.size for entry in entries)
+            self.space = spaces.Box(-1.0, 1.0, (width,), np.float32)
+        self._slices: list[tuple[str, int, int, bool]] = []
+        offset = 0
+        for entry in entries:
+            width = 1 if self.all_discrete else entry.size
+            self._slices.append((entry.key, offset, offset + width, entry.discrete))
+            offset += width
+
+    def encode(self, actions: np.ndarray) -> list[dict[str, Any]]:
+        """Turn a batch of actions for consecutive agents into protocol dicts.
+
+        :param actions: shape (n_agents,) for Discrete, else (n_agents, width).
+        """
+        if len(self.entries) == 1:
+            key = self.entries[0].key
+            if self.all_discrete:
+                return [{key: value} for value in np.asarray(actions).reshape(-1).astype(np.int64).tolist()]
+            rows = np.clip(actions, -1.0, 1.0).tolist()
+            return [{key: row} for row in rows]
+        batch = np.asarray(actions)
+        if self.all_discrete:
+            batch = batch.reshape(batch.shape[0], -1)
+        columns: list[list[Any]] = []
+        for _key, start, stop, discrete in self._slices:
+            part = batch[:, start:stop]
+            if self.all_discrete:
+                columns.append(part[:, 0].astype(np.int64).tolist())
+            elif discrete:
+                columns.append(np.argmax(part, axis=1).tolist())
+            else:
+                columns.append(np.clip(part, -1.0, 1.0).tolist())
+        keys = [key for key, *_ in self._slices]
+        return [dict(zip(keys, values, strict=True)) for values in zip(*columns, strict=True)]
+
+
+class ObservationCodec:
+    """Turns the game's per-agent observation dicts into numpy batches."""
+
+    def __init__(self, entries: tuple[ObservationEntry, ...]) -> None:
+        self.entries = entries
+
+    def _decode_key(self, entry: ObservationEntry, values: list[Any]) -> np.ndarray:
+        space = entry.space
+        if entry.is_image:
+            assert isinstance(space, spaces.Box)
+            raw = b"".join(bytes.fromhex(value) for value in values)
+            return np.frombuffer(raw, dtype=np.uint8).reshape((len(values), *space.shape))
+        if isinstance(space, spaces.Discrete):
+            return np.asarray(values, dtype=np.int64).reshape(len(values))
+        assert isinstance(space, spaces.Box)
+        return np.asarray(values, dtype=np.float32).reshape((len(values), *space.shape))
+
+    def decode(self, observations: Any, n_agents: int, instance: int | None) -> dict[str, np.ndarray]:
+        """Decode the ``obs`` list of a reply into one array per key.
+
+        :raises ProtocolViolation: on a wrong agent count, a missing key or a wrong shape.
+        """
+        if not isinstance(observations, list) or len(observations) != n_agents:
+            count = len(observations) if isinstance(observations, list) else type(observations).__name__
+            raise ProtocolViolation(instance, f"expected observations for {n_agents} agents, got {count}")
+        result: dict[str, np.ndarray] = {}
+        for entry in self.entries:
+            try:
+                values = [agent[entry.key] for agent in observations]
+                result[entry.key] = self._decode_key(entry, values)
+            except (KeyError, TypeError, ValueError) as exc:
+                raise ProtocolViolation(
+                    instance, f"observation {entry.key!r} does not match its declared space ({exc!s:.120})"
+                ) from None
+        return result
+
+    def decode_one(self, observation: Any, instance: int | None) -> dict[str, np.ndarray]:
+        """Decode a single agent's observation (a terminal observation).
+
+        Accepts the agent's observation dict, or for a single-key layout the bare value.
+        """
+        if not isinstance(observation, dict) and len(self.entries) == 1:
+            observation = {self.entries[0].key: observation}
+        return {key: value[0] for key, value in self.decode([observation], 1, instance).items()}

@@ -1,0 +1,182 @@
+"""A Stable-Baselines3 ``VecEnv`` over N game instances of K agents each.
+
+``num_envs`` = N x K, instance-major: env ``i * K + k`` is agent ``k`` of
+instance ``i``. A step sends every instance its actions before reading any
+reply, so all games step in parallel while the trainer waits once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+from gymnasium import spaces
+from stable_baselines3.common.vec_env.base_vec_env import VecEnv, VecEnvObs, VecEnvStepReturn
+
+from game_bridge import protocol
+from game_bridge.errors import BridgeError, ProtocolViolation
+from game_bridge.instance import GameInstance
+from game_bridge.launcher import LaunchConfig, close_instances, launch_instances
+from game_bridge.spaces import ActionCodec, EnvInfo, ObservationCodec
+
+
+class GameVecEnv(VecEnv):
+    """Game instances driven over TCP as one vectorized environment.
+
+    :param config: how to launch the instances.
+    """
+
+    def __init__(self, config: LaunchConfig) -> None:
+        self.config = config
+        self.instances, infos = launch_instances(config)
+        try:
+            self.env_info = self._common_layout(infos)
+        except BridgeError:
+            close_instances(self.instances)
+            raise
+        self.agents_per_instance = self.env_info.n_agents
+        self.action_codec = ActionCodec(self.env_info.actions)
+        self.obs_codec = ObservationCodec(self.env_info.observations)
+        self._single_key = self.env_info.observations[0].key if len(self.env_info.observations) == 1 else None
+        self._actions: np.ndarray | None = None
+        self._closed = False
+        super().__init__(
+            config.n_instances * self.agents_per_instance,
+            self.env_info.observation_space,
+            self.env_info.action_space,
+        )
+
+    @staticmethod
+    def _common_layout(infos: list[EnvInfo]) -> EnvInfo:
+        first = infos[0]
+        for index, info in enumerate(infos[1:], start=1):
+            if not info.same_layout(first):
+                raise ProtocolViolation(index, "declares other spaces or agent count than instance 0")
+        return first
+
+    # -- observations ----------------------------------------------------------
+
+    def _to_vec_obs(self, parts: list[dict[str, np.ndarray]]) -> VecEnvObs:
+        if self._single_key is not None:
+            if len(parts) == 1:
+                return parts[0][self._single_key]
+            return np.concatenate([part[self._single_key] for part in parts])
+        return {key: np.concatenate([part[key] for part in parts]) for key in parts[0]}
+
+    def _one_obs(self, decoded: dict[str, np.ndarray]) -> Any:
+        return decoded[self._single_key] if self._single_key is not None else decoded
+
+    # -- VecEnv API ------------------------------------------------------------
+
+    def reset(self) -> VecEnvObs:
+        """Reset every game (each resets all its agents)."""
+        for instance in self.instances:
+            instance.send({"type": "reset"})
+        parts = []
+        for instance in self.instances:
+            reply = instance.receive("reset")
+            parts.append(self.obs_codec.decode(reply.get("obs"), self.agents_per_instance, instance.index))
+        self._reset_seeds()
+        self._reset_options()
+        return self._to_vec_obs(parts)
+
+    def step_async(self, actions: np.ndarray) -> None:
+        """Send every instance its agents' actions; replies are read in :meth:`step_wait`."""
+        k = self.agents_per_instance
+        for instance in self.instances:
+            start = instance.index * k
+            payload = {"type": "action", "action": self.action_codec.encode(actions[start : start + k])}
+            instance.send_bytes(protocol.encode_message(payload))
+        self._actions = actions
+
+    def step_wait(self) -> VecEnvStepReturn:
+        """Gather every instance's ``step`` reply into one batch."""
+        k = self.agents_per_instance
+        parts: list[dict[str, np.ndarray]] = []
+        rewards = np.empty(self.num_envs, dtype=np.float32)
+        dones = np.empty(self.num_envs, dtype=bool)
+        infos: list[dict[str, Any]] = []
+        for instance in self.instances:
+            reply = instance.receive("step")
+            index = instance.index
+            decoded = self.obs_codec.decode(reply.get("obs"), k, index)
+            reward, done, info = reply.get("reward"), reply.get("done"), reply.get("info", [{}] * k)
+            if not (isinstance(reward, list) and isinstance(done, list) and isinstance(info, list)):
+                raise ProtocolViolation(index, "step reply lacks reward, done or info lists")
+            if not len(reward) == len(done) == len(info) == k:
+                raise ProtocolViolation(
+                    index, f"step reply has {len(reward)} rewards, {len(done)} dones, {len(info)} infos for {k} agents"
+                )
+            try:
+                rewards[index * k : (index + 1) * k] = reward
+                dones[index * k : (index + 1) * k] = [bool(flag) for flag in done]
+            except (TypeError, ValueError) as exc:
+                raise ProtocolViolation(index, f"step reply has non-numeric rewards or dones ({exc})") from None
+            for agent, agent_info in enumerate(info):
+                infos.append(self._agent_info(agent_info, bool(done[agent]), decoded, agent, index))
+            parts.append(decoded)
+        return self._to_vec_obs(parts), rewards, dones, infos
+
+    def _agent_info(
+        self, raw: Any, done: bool, decoded: dict[str, np.ndarray], agent: int, instance: int
+    ) -> dict[str, Any]:
+        """Normalise one agent's info: booleans for the flags SB3 reads and a numpy
+        ``terminal_observation`` on every finished episode."""
+        info: dict[str, Any] = dict(raw) if isinstance(raw, dict) else {}
+        if not done:
+            info.pop("terminal_observation", None)
+            return info
+        if "TimeLimit.truncated" in info:
+            info["TimeLimit.truncated"] = bool(info["TimeLimit.truncated"])
+        if "is_success" in info:
+            info["is_success"] = bool(info["is_success"])
+        terminal = info.get("terminal_observation")
+        if terminal is not None:
+            info["terminal_observation"] = self._one_obs(self.obs_codec.decode_one(terminal, instance))
+        else:
+            # The game did not send the observation before its reset: the reset one
+            # is the best available, as in godot-rl.
+            info["terminal_observation"] = self._one_obs({key: value[agent] for key, value in decoded.items()})
+        return info
+
+    def call(self, method: str) -> list[Any]:
+        """Call a method on every game's agents; one list of returns per instance."""
+        for instance in self.instances:
+            instance.send({"type": "call", "method": method})
+        return [instance.receive("call").get("returns") for instance in self.instances]
+
+    def close(self) -> None:
+        """Send ``close`` to every game and kill any that does not quit."""
+        if self._closed:
+            return
+        self._closed = True
+        close_instances(self.instances)
+
+    def get_attr(self, attr_name: str, indices: Any = None) -> list[Any]:
+        """Games have no Python attributes; ``render_mode`` is None, others are an error."""
+        if attr_name == "render_mode":
+            return [None] * len(self._get_indices(indices))
+        raise AttributeError(f"game instances have no attribute {attr_name!r}")
+
+    def set_attr(self, attr_name: str, value: Any, indices: Any = None) -> None:
+        raise AttributeError(f"cannot set {attr_name!r} on game instances")
+
+    def env_method(self, method_name: str, *method_args: Any, indices: Any = None, **method_kwargs: Any) -> list[Any]:
+        raise AttributeError(f"game instances have no method {method_name!r}; use GameVecEnv.call")
+
+    def env_is_wrapped(self, wrapper_class: type, indices: Any = None) -> list[bool]:
+        return [False] * len(self._get_indices(indices))
+
+    def get_images(self) -> Sequence[np.ndarray | None]:
+        return [None] * self.num_envs
+
+    def __del__(self) -> None:
+        # A forgotten close must not leave game processes behind.
+        if getattr(self, "_closed", True) is False:
+            self.close()
+
+
+def observation_space_of(env: GameVecEnv) -> spaces.Space[Any]:
+    """The per-agent observation space (for export and evaluation)."""
+    return env.observation_space
