@@ -7,6 +7,7 @@ short slices, checking between slices whether the process is still alive.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import socket
 import subprocess
@@ -58,6 +59,7 @@ class GameInstance:
         self._output_file: IO[bytes] | None = None
         self._conn: socket.socket | None = None
         self._buffer = bytearray()
+        self.faulted = False
         self.listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         # SO_REUSEADDR lets a restarted trainer reuse a port in TIME_WAIT; it does
         # not let two live listeners share one port on Linux.
@@ -67,7 +69,9 @@ class GameInstance:
         except OSError as exc:
             self.listener.close()
             if exc.errno == errno.EADDRINUSE:
-                raise PortInUse(index, f"port {host}:{port} is already in use by another process") from None
+                raise PortInUse(
+                    index, f"port {host}:{port} is already in use by another process"
+                ) from None
             raise LaunchError(index, f"cannot listen on {host}:{port}: {exc.strerror}") from None
         self.listener.listen(1)
         self.listener.setblocking(False)
@@ -93,7 +97,9 @@ class GameInstance:
             )
         except OSError as exc:
             self._output_file.close()
-            raise LaunchError(self.index, f"cannot start {command[0]!r}: {exc.strerror or exc}") from None
+            raise LaunchError(
+                self.index, f"cannot start {command[0]!r}: {exc.strerror or exc}"
+            ) from None
 
     def output_tail(self, limit: int = OUTPUT_TAIL_BYTES) -> str:
         """The last lines the game printed, for error messages."""
@@ -113,7 +119,9 @@ class GameInstance:
         code = self.exit_code()
         status = f" (exit code {code})" if code is not None else ""
         tail = self.output_tail(300).replace("\n", " | ")
-        return InstanceDied(self.index, f"{what}{status}" + (f"; last output: {tail}" if tail else ""))
+        return InstanceDied(
+            self.index, f"{what}{status}" + (f"; last output: {tail}" if tail else "")
+        )
 
     # -- connection ------------------------------------------------------------
 
@@ -147,10 +155,14 @@ class GameInstance:
                 if self.exit_code() is not None:
                     raise self._died("the game exited") from None
                 if time.monotonic() > deadline:
-                    raise InstanceTimeout(self.index, f"could not send for {self.read_timeout:.0f} s") from None
+                    raise InstanceTimeout(
+                        self.index, f"could not send for {self.read_timeout:.0f} s"
+                    ) from None
                 continue
             except OSError as exc:
-                raise self._died(f"the connection broke while sending ({exc.strerror or exc})") from None
+                raise self._died(
+                    f"the connection broke while sending ({exc.strerror or exc})"
+                ) from None
             view = view[sent:]
 
     def send(self, message: dict[str, Any]) -> None:
@@ -168,7 +180,8 @@ class GameInstance:
                     raise self._died("the game exited") from None
                 if time.monotonic() > deadline:
                     raise InstanceTimeout(
-                        self.index, f"no reply within {self.read_timeout:g} s (the game hangs or is too slow)"
+                        self.index,
+                        f"no reply within {self.read_timeout:g} s (the game hangs or is too slow)",
                     ) from None
                 continue
             except OSError as exc:
@@ -178,6 +191,15 @@ class GameInstance:
             self._buffer += chunk
 
     def receive(self, expected_type: str | None = None) -> dict[str, Any]:
+        """Read one message; see :meth:`_receive`. A fault marks the instance as
+        faulted, so :meth:`close` kills it without waiting for a polite exit."""
+        try:
+            return self._receive(expected_type)
+        except BaseException:
+            self.faulted = True
+            raise
+
+    def _receive(self, expected_type: str | None = None) -> dict[str, Any]:
         """Read one message, checking its type when ``expected_type`` is given.
 
         :raises InstanceDied: end of stream or a dead process.
@@ -202,19 +224,23 @@ class GameInstance:
             raise ProtocolViolation(self.index, str(exc)) from None
         if expected_type is not None and message.get("type") != expected_type:
             raise ProtocolViolation(
-                self.index, f"expected a {expected_type!r} message, got type {message.get('type')!r}"
+                self.index,
+                f"expected a {expected_type!r} message, got type {message.get('type')!r}",
             )
         return message
 
     # -- shutdown --------------------------------------------------------------
 
     def close(self, grace_s: float = 3.0) -> None:
-        """Send ``close``, wait for the process to quit, kill it if it does not."""
+        """Send ``close``, wait for the process to quit, kill it if it does not.
+
+        A faulted game gets a short grace: it already failed to follow the protocol.
+        """
+        if self.faulted:
+            grace_s = min(grace_s, 0.5)
         if self._conn is not None:
-            try:
+            with contextlib.suppress(OSError):
                 self._conn.sendall(protocol.encode_message({"type": "close"}))
-            except OSError:
-                pass
             self._conn.close()
             self._conn = None
         self.listener.close()

@@ -100,9 +100,9 @@ def _accept_all(instances: list[GameInstance], deadline: float) -> None:
         waiting = len(instances)
         while waiting:
             for key, _ in selector.select(timeout=0.1):
-                instance: GameInstance = key.data
-                if instance.try_accept():
-                    selector.unregister(instance.listener)
+                ready: GameInstance = key.data
+                if ready.try_accept():
+                    selector.unregister(ready.listener)
                     waiting -= 1
             for instance in instances:
                 if not instance.connected and instance.exit_code() is not None:
@@ -128,7 +128,9 @@ def launch_instances(config: LaunchConfig) -> tuple[list[GameInstance], list[Env
     :raises BridgeError: a launch, connection or protocol fault, naming the instance.
     """
     if config.n_instances < 1:
-        raise LaunchError(None, f"the number of game instances must be at least 1, got {config.n_instances}")
+        raise LaunchError(
+            None, f"the number of game instances must be at least 1, got {config.n_instances}"
+        )
     output_dir = config.output_dir or Path(tempfile.mkdtemp(prefix="lander-games-"))
     instances: list[GameInstance] = []
     try:
@@ -143,12 +145,17 @@ def launch_instances(config: LaunchConfig) -> tuple[list[GameInstance], list[Env
                 )
             )
         for instance in instances:
-            instance.start([*config.command, *config.arguments(instance.index)], output_dir / f"game_{instance.index}.log")
+            instance.start(
+                [*config.command, *config.arguments(instance.index)],
+                output_dir / f"game_{instance.index}.log",
+            )
         _accept_all(instances, time.monotonic() + config.connect_timeout)
         for instance in instances:
             instance.send(protocol.handshake_message())
             instance.send({"type": "env_info"})
-        infos = [parse_env_info(instance.receive("env_info"), instance.index) for instance in instances]
+        infos = [
+            parse_env_info(instance.receive("env_info"), instance.index) for instance in instances
+        ]
     except BaseException:
         close_instances(instances)
         raise

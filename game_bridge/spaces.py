@@ -50,17 +50,29 @@ def _entry_per_agent(value: Any, n_agents: int, what: str, instance: int | None)
     """Expand the single-dict form ("same for every agent") to a per-agent list."""
     if isinstance(value, dict):
         return [value] * n_agents
-    if isinstance(value, list) and len(value) == n_agents and all(isinstance(v, dict) for v in value):
+    if (
+        isinstance(value, list)
+        and len(value) == n_agents
+        and all(isinstance(v, dict) for v in value)
+    ):
         return value
     raise ProtocolViolation(
-        instance, f"env_info {what} must be a dict or a list of {n_agents} dicts, got {value!r:.120}"
+        instance,
+        f"env_info {what} must be a dict or a list of {n_agents} dicts, got {value!r:.120}",
     )
 
 
 def _positive_int(value: Any, what: str, instance: int | None) -> int:
     # Godot sends every JSON number as a float: 2.0 is a fine size, 2.5 is not.
-    if isinstance(value, bool) or not isinstance(value, int | float) or value != int(value) or value < 1:
-        raise ProtocolViolation(instance, f"env_info {what} must be a positive integer, got {value!r}")
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or value != int(value)
+        or value < 1
+    ):
+        raise ProtocolViolation(
+            instance, f"env_info {what} must be a positive integer, got {value!r}"
+        )
     return int(value)
 
 
@@ -70,7 +82,9 @@ def _parse_observation_entry(key: str, spec: Any, instance: int | None) -> Obser
     kind = spec.get("space", "box")
     size = spec.get("size")
     if kind == "discrete":
-        return ObservationEntry(key, spaces.Discrete(_positive_int(size, f"size of {key!r}", instance)), False)
+        return ObservationEntry(
+            key, spaces.Discrete(_positive_int(size, f"size of {key!r}", instance)), False
+        )
     if kind != "box":
         raise ProtocolViolation(instance, f"observation {key!r} has unknown space {kind!r}")
     dims = size if isinstance(size, list) else [size]
@@ -88,7 +102,11 @@ def _parse_action_entry(key: str, spec: Any, instance: int | None) -> ActionEntr
     kind = spec.get("action_type")
     if kind not in ("continuous", "discrete"):
         raise ProtocolViolation(instance, f"action {key!r} has unknown action_type {kind!r}")
-    return ActionEntry(key, _positive_int(spec.get("size"), f"size of action {key!r}", instance), kind == "discrete")
+    return ActionEntry(
+        key,
+        _positive_int(spec.get("size"), f"size of action {key!r}", instance),
+        kind == "discrete",
+    )
 
 
 @dataclass(frozen=True)
@@ -138,7 +156,9 @@ def parse_env_info(message: dict[str, Any], instance: int | None = None) -> EnvI
     :raises ProtocolViolation: when anything is missing or inconsistent.
     """
     if message.get("type") != "env_info":
-        raise ProtocolViolation(instance, f"expected an env_info reply, got type {message.get('type')!r}")
+        raise ProtocolViolation(
+            instance, f"expected an env_info reply, got type {message.get('type')!r}"
+        )
     obs_value = message.get("observation_space")
     act_value = message.get("action_space")
     if "n_agents" in message:
@@ -152,10 +172,14 @@ def parse_env_info(message: dict[str, Any], instance: int | None = None) -> EnvI
     if any(spec != obs_per_agent[0] for spec in obs_per_agent) or any(
         spec != act_per_agent[0] for spec in act_per_agent
     ):
-        raise ProtocolViolation(instance, "agents declare different spaces; lander trains one shared policy")
+        raise ProtocolViolation(
+            instance, "agents declare different spaces; lander trains one shared policy"
+        )
     if not obs_per_agent[0] or not act_per_agent[0]:
         raise ProtocolViolation(instance, "env_info declares no observation or no action keys")
-    observations = tuple(_parse_observation_entry(str(k), v, instance) for k, v in obs_per_agent[0].items())
+    observations = tuple(
+        _parse_observation_entry(str(k), v, instance) for k, v in obs_per_agent[0].items()
+    )
     actions = tuple(_parse_action_entry(str(k), v, instance) for k, v in act_per_agent[0].items())
     names_value = message.get("agent_policy_names")
     if names_value is None:
@@ -163,7 +187,9 @@ def parse_env_info(message: dict[str, Any], instance: int | None = None) -> EnvI
     elif isinstance(names_value, list) and len(names_value) == n_agents:
         names = tuple(str(name) for name in names_value)
     else:
-        raise ProtocolViolation(instance, f"agent_policy_names must list {n_agents} names, got {names_value!r:.120}")
+        raise ProtocolViolation(
+            instance, f"agent_policy_names must list {n_agents} names, got {names_value!r:.120}"
+        )
     return EnvInfo(n_agents, observations, actions, names)
 
 
@@ -206,7 +232,10 @@ class ActionCodec:
         if len(self.entries) == 1:
             key = self.entries[0].key
             if self.all_discrete:
-                return [{key: value} for value in np.asarray(actions).reshape(-1).astype(np.int64).tolist()]
+                return [
+                    {key: value}
+                    for value in np.asarray(actions).reshape(-1).astype(np.int64).tolist()
+                ]
             rows = np.clip(actions, -1.0, 1.0).tolist()
             return [{key: row} for row in rows]
         batch = np.asarray(actions)
@@ -242,14 +271,20 @@ class ObservationCodec:
         assert isinstance(space, spaces.Box)
         return np.asarray(values, dtype=np.float32).reshape((len(values), *space.shape))
 
-    def decode(self, observations: Any, n_agents: int, instance: int | None) -> dict[str, np.ndarray]:
+    def decode(
+        self, observations: Any, n_agents: int, instance: int | None
+    ) -> dict[str, np.ndarray]:
         """Decode the ``obs`` list of a reply into one array per key.
 
         :raises ProtocolViolation: on a wrong agent count, a missing key or a wrong shape.
         """
         if not isinstance(observations, list) or len(observations) != n_agents:
-            count = len(observations) if isinstance(observations, list) else type(observations).__name__
-            raise ProtocolViolation(instance, f"expected observations for {n_agents} agents, got {count}")
+            count = (
+                len(observations) if isinstance(observations, list) else type(observations).__name__
+            )
+            raise ProtocolViolation(
+                instance, f"expected observations for {n_agents} agents, got {count}"
+            )
         result: dict[str, np.ndarray] = {}
         for entry in self.entries:
             try:
@@ -257,7 +292,8 @@ class ObservationCodec:
                 result[entry.key] = self._decode_key(entry, values)
             except (KeyError, TypeError, ValueError) as exc:
                 raise ProtocolViolation(
-                    instance, f"observation {entry.key!r} does not match its declared space ({exc!s:.120})"
+                    instance,
+                    f"observation {entry.key!r} does not match its declared space ({exc!s:.120})",
                 ) from None
         return result
 

@@ -11,12 +11,10 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
-from gymnasium import spaces
 from stable_baselines3.common.vec_env.base_vec_env import VecEnv, VecEnvObs, VecEnvStepReturn
 
 from game_bridge import protocol
 from game_bridge.errors import BridgeError, ProtocolViolation
-from game_bridge.instance import GameInstance
 from game_bridge.launcher import LaunchConfig, close_instances, launch_instances
 from game_bridge.spaces import ActionCodec, EnvInfo, ObservationCodec
 
@@ -38,7 +36,9 @@ class GameVecEnv(VecEnv):
         self.agents_per_instance = self.env_info.n_agents
         self.action_codec = ActionCodec(self.env_info.actions)
         self.obs_codec = ObservationCodec(self.env_info.observations)
-        self._single_key = self.env_info.observations[0].key if len(self.env_info.observations) == 1 else None
+        self._single_key = (
+            self.env_info.observations[0].key if len(self.env_info.observations) == 1 else None
+        )
         self._actions: np.ndarray | None = None
         self._closed = False
         super().__init__(
@@ -52,7 +52,9 @@ class GameVecEnv(VecEnv):
         first = infos[0]
         for index, info in enumerate(infos[1:], start=1):
             if not info.same_layout(first):
-                raise ProtocolViolation(index, "declares other spaces or agent count than instance 0")
+                raise ProtocolViolation(
+                    index, "declares other spaces or agent count than instance 0"
+                )
         return first
 
     # -- observations ----------------------------------------------------------
@@ -76,7 +78,9 @@ class GameVecEnv(VecEnv):
         parts = []
         for instance in self.instances:
             reply = instance.receive("reset")
-            parts.append(self.obs_codec.decode(reply.get("obs"), self.agents_per_instance, instance.index))
+            parts.append(
+                self.obs_codec.decode(reply.get("obs"), self.agents_per_instance, instance.index)
+            )
         self._reset_seeds()
         self._reset_options()
         return self._to_vec_obs(parts)
@@ -86,7 +90,10 @@ class GameVecEnv(VecEnv):
         k = self.agents_per_instance
         for instance in self.instances:
             start = instance.index * k
-            payload = {"type": "action", "action": self.action_codec.encode(actions[start : start + k])}
+            payload = {
+                "type": "action",
+                "action": self.action_codec.encode(actions[start : start + k]),
+            }
             instance.send_bytes(protocol.encode_message(payload))
         self._actions = actions
 
@@ -106,13 +113,16 @@ class GameVecEnv(VecEnv):
                 raise ProtocolViolation(index, "step reply lacks reward, done or info lists")
             if not len(reward) == len(done) == len(info) == k:
                 raise ProtocolViolation(
-                    index, f"step reply has {len(reward)} rewards, {len(done)} dones, {len(info)} infos for {k} agents"
+                    index,
+                    f"step reply has {len(reward)} rewards, {len(done)} dones, {len(info)} infos for {k} agents",
                 )
             try:
                 rewards[index * k : (index + 1) * k] = reward
                 dones[index * k : (index + 1) * k] = [bool(flag) for flag in done]
             except (TypeError, ValueError) as exc:
-                raise ProtocolViolation(index, f"step reply has non-numeric rewards or dones ({exc})") from None
+                raise ProtocolViolation(
+                    index, f"step reply has non-numeric rewards or dones ({exc})"
+                ) from None
             for agent, agent_info in enumerate(info):
                 infos.append(self._agent_info(agent_info, bool(done[agent]), decoded, agent, index))
             parts.append(decoded)
@@ -133,11 +143,15 @@ class GameVecEnv(VecEnv):
             info["is_success"] = bool(info["is_success"])
         terminal = info.get("terminal_observation")
         if terminal is not None:
-            info["terminal_observation"] = self._one_obs(self.obs_codec.decode_one(terminal, instance))
+            info["terminal_observation"] = self._one_obs(
+                self.obs_codec.decode_one(terminal, instance)
+            )
         else:
             # The game did not send the observation before its reset: the reset one
             # is the best available, as in godot-rl.
-            info["terminal_observation"] = self._one_obs({key: value[agent] for key, value in decoded.items()})
+            info["terminal_observation"] = self._one_obs(
+                {key: value[agent] for key, value in decoded.items()}
+            )
         return info
 
     def call(self, method: str) -> list[Any]:
@@ -156,17 +170,19 @@ class GameVecEnv(VecEnv):
     def get_attr(self, attr_name: str, indices: Any = None) -> list[Any]:
         """Games have no Python attributes; ``render_mode`` is None, others are an error."""
         if attr_name == "render_mode":
-            return [None] * len(self._get_indices(indices))
+            return [None] * len(list(self._get_indices(indices)))
         raise AttributeError(f"game instances have no attribute {attr_name!r}")
 
     def set_attr(self, attr_name: str, value: Any, indices: Any = None) -> None:
         raise AttributeError(f"cannot set {attr_name!r} on game instances")
 
-    def env_method(self, method_name: str, *method_args: Any, indices: Any = None, **method_kwargs: Any) -> list[Any]:
+    def env_method(
+        self, method_name: str, *method_args: Any, indices: Any = None, **method_kwargs: Any
+    ) -> list[Any]:
         raise AttributeError(f"game instances have no method {method_name!r}; use GameVecEnv.call")
 
     def env_is_wrapped(self, wrapper_class: type, indices: Any = None) -> list[bool]:
-        return [False] * len(self._get_indices(indices))
+        return [False] * len(list(self._get_indices(indices)))
 
     def get_images(self) -> Sequence[np.ndarray | None]:
         return [None] * self.num_envs
@@ -175,8 +191,3 @@ class GameVecEnv(VecEnv):
         # A forgotten close must not leave game processes behind.
         if getattr(self, "_closed", True) is False:
             self.close()
-
-
-def observation_space_of(env: GameVecEnv) -> spaces.Space[Any]:
-    """The per-agent observation space (for export and evaluation)."""
-    return env.observation_space

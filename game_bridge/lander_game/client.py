@@ -63,7 +63,9 @@ def parse_arguments(argv: list[str]) -> GameSettings:
     settings.action_type = values.get("action_type", settings.action_type)
     settings.difficulty = int(values.get("difficulty", settings.difficulty))
     if settings.action_type not in ("continuous", "discrete"):
-        raise ValueError(f"--action_type must be continuous or discrete, got {settings.action_type!r}")
+        raise ValueError(
+            f"--action_type must be continuous or discrete, got {settings.action_type!r}"
+        )
     if settings.agents < 1 or settings.action_repeat < 1 or settings.speedup < 0:
         raise ValueError("--agents and --action_repeat must be at least 1 and --speedup at least 0")
     return settings
@@ -76,10 +78,16 @@ class LanderGame:
         self.settings = settings
         self.discrete = settings.action_type == "discrete"
         self.physics = LanderPhysics(
-            settings.agents, settings.seed, settings.action_repeat, self.discrete, settings.difficulty
+            settings.agents,
+            settings.seed,
+            settings.action_repeat,
+            self.discrete,
+            settings.difficulty,
         )
         self.step_seconds = (
-            settings.action_repeat / (TICKS_PER_SECOND * settings.speedup) if settings.speedup > 0 else 0.0
+            settings.action_repeat / (TICKS_PER_SECOND * settings.speedup)
+            if settings.speedup > 0
+            else 0.0
         )
         self._next_step_at = 0.0
 
@@ -192,7 +200,10 @@ def serve(game: LanderGame, sock: socket.socket) -> None:
             return
         if kind == "handshake":
             if str(message.get("major_version")) != protocol.MAJOR_VERSION:
-                print(f"lander-game: unsupported protocol major version {message.get('major_version')!r}", file=sys.stderr)
+                print(
+                    f"lander-game: unsupported protocol major version {message.get('major_version')!r}",
+                    file=sys.stderr,
+                )
                 return
             continue
         handler = handlers.get(str(kind))
@@ -220,7 +231,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         sock = _connect(settings.port)
     except OSError as exc:
-        print(f"lander-game: cannot reach the trainer on 127.0.0.1:{settings.port}: {exc}", file=sys.stderr)
+        print(
+            f"lander-game: cannot reach the trainer on 127.0.0.1:{settings.port}: {exc}",
+            file=sys.stderr,
+        )
         return 1
     with sock:
         serve(LanderGame(settings), sock)

@@ -25,7 +25,9 @@ class LanderEnv(gym.Env[np.ndarray, Any]):
 
     metadata: dict[str, Any] = {"render_modes": []}  # noqa: RUF012 (gymnasium's own convention)
 
-    def __init__(self, action_type: str = "continuous", action_repeat: int = 6, difficulty: int = 1) -> None:
+    def __init__(
+        self, action_type: str = "continuous", action_repeat: int = 6, difficulty: int = 1
+    ) -> None:
         if action_type not in ("continuous", "discrete"):
             raise ValueError(f"action_type must be 'continuous' or 'discrete', got {action_type!r}")
         self.discrete = action_type == "discrete"
@@ -47,7 +49,9 @@ class LanderEnv(gym.Env[np.ndarray, Any]):
         return self.physics.observe()[0], {}
 
     def step(self, action: Any) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
-        result = self.physics.step(np.asarray(action).reshape(1, -1) if not self.discrete else np.asarray([action]))
+        result = self.physics.step(
+            np.asarray(action).reshape(1, -1) if not self.discrete else np.asarray([action])
+        )
         terminated = bool(result.terminated[0])
         truncated = bool(result.truncated[0])
         info: dict[str, Any] = {}

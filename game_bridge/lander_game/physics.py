@@ -77,7 +77,9 @@ class LanderPhysics:
         if action_repeat < 1:
             raise ValueError(f"action_repeat must be at least 1, got {action_repeat}")
         if difficulty not in DIFFICULTY_LEVELS:
-            raise ValueError(f"difficulty must be one of {sorted(DIFFICULTY_LEVELS)}, got {difficulty}")
+            raise ValueError(
+                f"difficulty must be one of {sorted(DIFFICULTY_LEVELS)}, got {difficulty}"
+            )
         self.n_agents = n_agents
         self.action_repeat = action_repeat
         self.discrete = discrete
@@ -134,10 +136,14 @@ class LanderPhysics:
         accel = np.empty((self.n_agents, 2))
         if self.discrete:
             choice = np.asarray(actions).reshape(self.n_agents).astype(np.int64)
-            accel[:, 0] = np.where(choice == 2, -LATERAL_ACCEL, 0.0) + np.where(choice == 3, LATERAL_ACCEL, 0.0)
+            accel[:, 0] = np.where(choice == 2, -LATERAL_ACCEL, 0.0) + np.where(
+                choice == 3, LATERAL_ACCEL, 0.0
+            )
             accel[:, 1] = np.where(choice == 1, MAIN_ACCEL, 0.0)
         else:
-            act = np.clip(np.asarray(actions, dtype=np.float64).reshape(self.n_agents, ACTION_SIZE), -1.0, 1.0)
+            act = np.clip(
+                np.asarray(actions, dtype=np.float64).reshape(self.n_agents, ACTION_SIZE), -1.0, 1.0
+            )
             accel[:, 0] = act[:, 1] * LATERAL_ACCEL
             accel[:, 1] = (act[:, 0] + 1.0) * 0.5 * MAIN_ACCEL
         accel[:, 1] -= GRAVITY

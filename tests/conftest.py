@@ -1,0 +1,56 @@
+"""Shared fixtures: free loopback port blocks, the test games, deadlines."""
+
+from __future__ import annotations
+
+import random
+import socket
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+TESTS_DIR = Path(__file__).resolve().parent
+GAMES_DIR = TESTS_DIR / "games"
+REPO_ROOT = TESTS_DIR.parent
+
+
+def _block_is_free(base: int, count: int) -> bool:
+    for port in range(base, base + count):
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+            try:
+                probe.bind(("127.0.0.1", port))
+            except OSError:
+                return False
+    return True
+
+
+def find_free_port_block(count: int) -> int:
+    """A base port whose next ``count`` loopback ports are free right now."""
+    rng = random.Random()
+    for _ in range(200):
+        base = rng.randrange(20000, 60000 - count)
+        if _block_is_free(base, count):
+            return base
+    raise RuntimeError("no free block of loopback ports")
+
+
+@pytest.fixture
+def port_block() -> Callable[[int], int]:
+    """Call with a count to get a base port of that many free ports."""
+    return find_free_port_block
+
+
+def python_game(script: str, *args: str) -> list[str]:
+    """The command that runs one of the test games under tests/games."""
+    return [sys.executable, str(GAMES_DIR / script), *args]
+
+
+def wait_until(condition: Callable[[], bool], timeout: float, what: str) -> None:
+    """Poll ``condition`` until it holds, failing the test after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            pytest.fail(f"timed out after {timeout} s waiting for {what}")
+        time.sleep(0.05)

@@ -1,0 +1,130 @@
+"""A protocol game that misbehaves on purpose after ``--after`` good steps.
+
+``--fault=`` one of: eof (closes the socket), die (exits with code 3),
+hang (stops answering), oversize (announces a 2 GB frame), badjson (sends
+bytes that are not JSON), wrongtype (replies with type "reset" to an action),
+wrongcount (replies for one agent too few), noconnect (exits before connecting),
+none (behaves). ``--ignore_close=1`` makes it ignore the close message.
+"""
+
+import json
+import os
+import socket
+import struct
+import sys
+import time
+
+
+def arg(name, default):
+    for item in sys.argv[1:]:
+        if item.startswith(f"--{name}="):
+            return item.split("=", 1)[1]
+    return default
+
+
+def send(sock, message):
+    body = json.dumps(message).encode("ascii")
+    sock.sendall(struct.pack("<I", len(body)) + body)
+
+
+def recv(sock):
+    def exact(size):
+        data = b""
+        while len(data) < size:
+            chunk = sock.recv(size - len(data))
+            if not chunk:
+                raise EOFError
+            data += chunk
+        return data
+
+    (length,) = struct.unpack("<I", exact(4))
+    return json.loads(exact(length))
+
+
+def main():
+    fault = arg("fault", "eof")
+    after = int(arg("after", "3"))
+    agents = 2
+    if fault == "noconnect":
+        print("giving up before connecting", flush=True)
+        sys.exit(4)
+    sock = socket.create_connection(("127.0.0.1", int(arg("port", "11008"))))
+    good_steps = 0
+    obs = [{"obs": [0.0, 0.0]} for _ in range(agents)]
+    while True:
+        try:
+            message = recv(sock)
+        except (EOFError, OSError):
+            return
+        kind = message["type"]
+        if kind == "handshake":
+            continue
+        if kind == "close":
+            if arg("ignore_close", "0") == "1":
+                time.sleep(600)
+            return
+        if kind == "env_info":
+            send(
+                sock,
+                {
+                    "type": "env_info",
+                    "observation_space": {"obs": {"size": [2], "space": "box"}},
+                    "action_space": {"move": {"size": 1, "action_type": "continuous"}},
+                    "n_agents": agents,
+                },
+            )
+        elif kind == "reset":
+            send(sock, {"type": "reset", "obs": obs, "info": [{}] * agents})
+        elif kind == "action":
+            if good_steps >= after:
+                print(f"injecting fault {fault}", flush=True)
+                if fault == "eof":
+                    sock.close()
+                    time.sleep(60)
+                    return
+                if fault == "die":
+                    os._exit(3)
+                if fault == "hang":
+                    time.sleep(600)
+                    return
+                if fault == "oversize":
+                    sock.sendall(struct.pack("<I", 2_000_000_000))
+                    time.sleep(60)
+                    return
+                if fault == "badjson":
+                    body = b"{not json at all"
+                    sock.sendall(struct.pack("<I", len(body)) + body)
+                    time.sleep(60)
+                    return
+                if fault == "wrongtype":
+                    send(sock, {"type": "reset", "obs": obs, "info": [{}] * agents})
+                    time.sleep(60)
+                    return
+                if fault == "wrongcount":
+                    send(
+                        sock,
+                        {
+                            "type": "step",
+                            "obs": obs[:1],
+                            "reward": [0.0],
+                            "done": [False],
+                            "info": [{}],
+                        },
+                    )
+                    time.sleep(60)
+                    return
+            good_steps += 1
+            send(
+                sock,
+                {
+                    "type": "step",
+                    "obs": obs,
+                    "reward": [0.0] * agents,
+                    "done": [False] * agents,
+                    "info": [{}] * agents,
+                },
+            )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,117 @@
+"""A Godot-style protocol game written independently of lander's own code.
+
+It behaves the way Godot's JSON does: every number it sends is a float, and it
+accepts discrete actions sent as 1.0 as well as 1. It declares a mixed action
+dict in non-alphabetical order ("steer" continuous, then "boost" discrete) and
+echoes the last actions back in its observation, so a test can prove each value
+reached the right key. It does not send terminal_observation or truncation, like
+today's plugin. Agents end an episode every ``--episode_len`` steps.
+
+Observation per agent (size 4): [steer[0], steer[1], boost, step / episode_len].
+Reward: steer[0] (so PPO can learn to push it to +1) plus 0.5 when boost == 1.
+"""
+
+import json
+import socket
+import struct
+import sys
+
+
+def arg(name, default):
+    for item in sys.argv[1:]:
+        if item.startswith(f"--{name}="):
+            return item.split("=", 1)[1]
+    return default
+
+
+def send(sock, message):
+    body = json.dumps(message, separators=(",", ":")).encode("ascii")
+    sock.sendall(struct.pack("<I", len(body)) + body)
+
+
+def recv_exact(sock, size):
+    data = b""
+    while len(data) < size:
+        chunk = sock.recv(size - len(data))
+        if not chunk:
+            raise EOFError
+        data += chunk
+    return data
+
+
+def recv(sock):
+    (length,) = struct.unpack("<I", recv_exact(sock, 4))
+    return json.loads(recv_exact(sock, length))
+
+
+def main():
+    port = int(arg("port", "11008"))
+    agents = int(arg("agents", "2"))
+    episode_len = int(arg("episode_len", "25"))
+    sock = socket.create_connection(("127.0.0.1", port))
+    steps = [0] * agents
+    last = [[0.0, 0.0, 0.0] for _ in range(agents)]
+
+    def obs(i):
+        return {"obs": [float(v) for v in last[i]] + [float(steps[i]) / episode_len]}
+
+    while True:
+        try:
+            message = recv(sock)
+        except (EOFError, OSError):
+            return
+        kind = message["type"]
+        if kind == "handshake":
+            continue
+        if kind == "close":
+            return
+        if kind == "env_info":
+            send(
+                sock,
+                {
+                    "type": "env_info",
+                    "observation_space": {"obs": {"size": [4.0], "space": "box"}},
+                    "action_space": {
+                        "steer": {"size": 2.0, "action_type": "continuous"},
+                        "boost": {"size": 2.0, "action_type": "discrete"},
+                    },
+                    "n_agents": float(agents),
+                },
+            )
+        elif kind == "reset":
+            steps = [0] * agents
+            send(
+                sock,
+                {
+                    "type": "reset",
+                    "obs": [obs(i) for i in range(agents)],
+                    "info": [{} for _ in range(agents)],
+                },
+            )
+        elif kind == "action":
+            rewards, dones = [], []
+            for i, action in enumerate(message["action"]):
+                boost = int(float(action["boost"]))
+                last[i] = [float(action["steer"][0]), float(action["steer"][1]), float(boost)]
+                rewards.append(float(action["steer"][0]) + (0.5 if boost == 1 else 0.0))
+                steps[i] += 1
+                done = steps[i] >= episode_len
+                dones.append(done)
+                if done:
+                    steps[i] = 0
+            send(
+                sock,
+                {
+                    "type": "step",
+                    "obs": [obs(i) for i in range(agents)],
+                    "reward": rewards,
+                    "done": dones,
+                    "info": [{} for _ in range(agents)],
+                },
+            )
+        elif kind == "call":
+            send(sock, {"type": "call", "returns": [float(i) for i in range(agents)]})
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,234 @@
+"""The bridge end to end: real game processes over real loopback TCP."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+
+import numpy as np
+import pytest
+
+from game_bridge.errors import (
+    FrameTooLarge,
+    InstanceDied,
+    InstanceTimeout,
+    LaunchError,
+    PortInUse,
+    ProtocolViolation,
+)
+from game_bridge.instance import GameInstance
+from game_bridge.lander_game.physics import LanderPhysics
+from game_bridge.launcher import LaunchConfig
+from game_bridge.vec_env import GameVecEnv
+from tests.conftest import python_game, wait_until
+
+
+def test_vec_env_over_two_instances_of_two_agents_matches_in_process_physics(
+    port_block: Callable[[int], int],
+) -> None:
+    seed = 11
+    env = GameVecEnv(
+        LaunchConfig(n_instances=2, base_port=port_block(2), seed=seed, game_args={"agents": "2"})
+    )
+    try:
+        assert env.num_envs == 4
+        # Instance i plays physics seeded seed + i; its agents are envs 2i and 2i+1.
+        reference = [LanderPhysics(2, seed + i) for i in range(2)]
+        for physics in reference:
+            physics.reset_agents(np.ones(2, dtype=bool))
+        obs = env.reset()
+        assert np.allclose(obs, np.concatenate([p.observe() for p in reference]), atol=1e-6)
+        rng = np.random.default_rng(5)
+        truncations = terminal_checked = 0
+        for _ in range(1000):
+            actions = rng.uniform(-1, 1, (4, 2)).astype(np.float32)
+            obs, rewards, dones, infos = env.step(actions)
+            for i, physics in enumerate(reference):
+                result = physics.step(actions[2 * i : 2 * i + 2])
+                done = result.terminated | result.truncated
+                assert np.array_equal(dones[2 * i : 2 * i + 2], done)
+                assert np.allclose(rewards[2 * i : 2 * i + 2], result.reward, atol=1e-5)
+                for agent in np.flatnonzero(done):
+                    info = infos[2 * i + agent]
+                    assert np.allclose(info["terminal_observation"], result.obs[agent], atol=1e-6)
+                    assert info["TimeLimit.truncated"] == bool(result.truncated[agent])
+                    assert isinstance(info["is_success"], bool)
+                    truncations += int(result.truncated[agent])
+                    terminal_checked += 1
+                physics.reset_agents(done)
+                assert np.allclose(obs[2 * i : 2 * i + 2], physics.observe(), atol=1e-6)
+        assert terminal_checked > 0
+        assert truncations > 0, "1000 steps of 200-step episodes must hit the time limit"
+    finally:
+        env.close()
+    assert all(instance.exit_code() == 0 for instance in env.instances)
+
+
+def test_godot_style_game_with_mixed_actions_gets_each_value_under_its_key(
+    port_block: Callable[[int], int],
+) -> None:
+    env = GameVecEnv(
+        LaunchConfig(
+            command=python_game("godot_style_game.py"), n_instances=2, base_port=port_block(2)
+        )
+    )
+    try:
+        # steer (2 continuous) then boost (2 choices as 2 slots, argmax).
+        assert env.action_space.shape == (4,)
+        env.reset()
+        actions = np.array(
+            [
+                [0.5, -0.25, 0.9, 0.1],
+                [-1.0, 1.0, 0.0, 0.7],
+                [0.1, 0.2, -0.3, 0.3],
+                [2.0, -3.0, 0.6, -0.6],
+            ],
+            dtype=np.float32,
+        )
+        obs, rewards, _, _ = env.step(actions)
+        assert np.allclose(
+            obs[:, :3], [[0.5, -0.25, 0], [-1.0, 1.0, 1], [0.1, 0.2, 1], [1.0, -1.0, 0]]
+        )
+        assert np.allclose(rewards, [0.5, -0.5, 0.6, 1.0])
+        for _ in range(24):
+            _, _, dones, infos = env.step(actions)
+        assert dones.all()
+        # No terminal_observation from this game: the bridge supplies one anyway.
+        assert all("terminal_observation" in info for info in infos)
+        assert env.call("anything") == [[0.0, 1.0], [0.0, 1.0]]
+    finally:
+        env.close()
+
+
+FAULTS = [
+    ("eof", InstanceDied, "closed the connection"),
+    ("die", InstanceDied, "exit code 3"),
+    ("hang", InstanceTimeout, "no reply within"),
+    ("oversize", FrameTooLarge, "2000000000 bytes"),
+    ("badjson", ProtocolViolation, "malformed JSON"),
+    ("wrongtype", ProtocolViolation, "expected a 'step' message, got type 'reset'"),
+    ("wrongcount", ProtocolViolation, "for 2 agents"),
+]
+
+
+@pytest.mark.parametrize(("fault", "error", "text"), FAULTS, ids=[f[0] for f in FAULTS])
+def test_each_fault_ends_within_its_deadline_with_a_named_error(
+    port_block: Callable[[int], int], fault: str, error: type[Exception], text: str
+) -> None:
+    read_timeout = 2.0
+    env = GameVecEnv(
+        LaunchConfig(
+            command=python_game("faulty_game.py", f"--fault={fault}", "--after=3"),
+            n_instances=2,
+            base_port=port_block(2),
+            read_timeout=read_timeout,
+        )
+    )
+    try:
+        env.reset()
+        for _ in range(3):
+            env.step(np.zeros((4, 1), dtype=np.float32))
+        started = time.monotonic()
+        with pytest.raises(error, match=text) as caught:
+            env.step(np.zeros((4, 1), dtype=np.float32))
+        assert time.monotonic() - started < read_timeout + 2.0
+        assert caught.value.instance == 0
+        assert str(caught.value).startswith("game instance 0: ")
+    finally:
+        env.close()
+
+
+def test_game_that_exits_before_connecting_is_reported_at_once(
+    port_block: Callable[[int], int],
+) -> None:
+    started = time.monotonic()
+    with pytest.raises(
+        LaunchError, match="exited with code 4 before connecting; last output: giving up"
+    ):
+        GameVecEnv(
+            LaunchConfig(
+                command=python_game("faulty_game.py", "--fault=noconnect"), base_port=port_block(1)
+            )
+        )
+    assert time.monotonic() - started < 10.0
+
+
+def test_port_in_use_names_the_port(port_block: Callable[[int], int]) -> None:
+    base = port_block(2)
+    holder = GameInstance(0, base + 1)
+    try:
+        with pytest.raises(PortInUse, match=f"port 127.0.0.1:{base + 1} is already in use"):
+            GameVecEnv(LaunchConfig(n_instances=2, base_port=base))
+    finally:
+        holder.close()
+
+
+def test_game_that_ignores_close_is_killed(port_block: Callable[[int], int]) -> None:
+    env = GameVecEnv(
+        LaunchConfig(
+            command=python_game("faulty_game.py", "--fault=none", "--ignore_close=1"),
+            base_port=port_block(1),
+        )
+    )
+    env.reset()
+    started = time.monotonic()
+    env.close()
+    assert time.monotonic() - started < 10.0
+    assert env.instances[0].exit_code() is not None
+
+
+def test_games_exit_by_themselves_when_the_trainer_is_killed(
+    port_block: Callable[[int], int],
+) -> None:
+    script = (
+        "import sys, time\n"
+        "from game_bridge.launcher import LaunchConfig\n"
+        "from game_bridge.vec_env import GameVecEnv\n"
+        f"env = GameVecEnv(LaunchConfig(n_instances=2, base_port={port_block(2)}))\n"
+        "env.reset()\n"
+        "print(' '.join(str(i.process.pid) for i in env.instances), flush=True)\n"
+        "time.sleep(120)\n"
+    )
+    trainer = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    try:
+        assert trainer.stdout is not None
+        pids = [int(pid) for pid in trainer.stdout.readline().split()]
+        assert len(pids) == 2
+        trainer.send_signal(signal.SIGKILL)
+        trainer.wait(timeout=10)
+
+        def all_gone() -> bool:
+            gone = True
+            for pid in pids:
+                try:
+                    os.kill(pid, 0)
+                    # A zombie is gone for our purpose: it has exited, only unreaped.
+                    with open(f"/proc/{pid}/stat") as stat:
+                        gone &= stat.read().split()[2] == "Z"
+                except (ProcessLookupError, FileNotFoundError):
+                    pass
+            return gone
+
+        wait_until(all_gone, 15.0, "game processes to exit after the trainer was killed")
+    finally:
+        if trainer.poll() is None:
+            trainer.kill()
+
+
+def test_all_instances_start_together(port_block: Callable[[int], int]) -> None:
+    started = time.monotonic()
+    env = GameVecEnv(
+        LaunchConfig(n_instances=4, base_port=port_block(4), game_args={"agents": "8"})
+    )
+    four = time.monotonic() - started
+    env.close()
+    assert env.num_envs == 32
+    started = time.monotonic()
+    GameVecEnv(LaunchConfig(n_instances=1, base_port=port_block(1))).close()
+    one = time.monotonic() - started
+    # Sequential starts would take about 4x one; together it is far less.
+    assert four < 3.0 * one + 0.5
