@@ -60,7 +60,9 @@ def bridge_sps(n_instances: int, agents: int, seconds: float) -> float:
     """Steps per second of GameVecEnv over real game processes."""
     env = GameVecEnv(
         LaunchConfig(
-            n_instances=n_instances, base_port=free_base_port(n_instances), game_args={"agents": str(agents)}
+            n_instances=n_instances,
+            base_port=free_base_port(n_instances),
+            game_args={"agents": str(agents)},
         )
     )
     try:
@@ -85,7 +87,9 @@ def start_seconds(n_instances: int, agents: int, repeats: int = 3) -> float:
         started = time.perf_counter()
         env = GameVecEnv(
             LaunchConfig(
-                n_instances=n_instances, base_port=free_base_port(n_instances), game_args={"agents": str(agents)}
+                n_instances=n_instances,
+                base_port=free_base_port(n_instances),
+                game_args={"agents": str(agents)},
             )
         )
         times.append(time.perf_counter() - started)
@@ -94,7 +98,9 @@ def start_seconds(n_instances: int, agents: int, repeats: int = 3) -> float:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--seconds", type=float, default=3.0, help="measuring time per setting")
     args = parser.parse_args()
     table = Table(title="bridge throughput (env steps/s)")
@@ -103,7 +109,12 @@ def main() -> None:
     for n_instances, agents in SETTINGS:
         limit = in_process_sps(n_instances * agents, args.seconds)
         bridged = bridge_sps(n_instances, agents, args.seconds)
-        table.add_row(f"{n_instances} x {agents}", f"{limit:,.0f}", f"{bridged:,.0f}", f"{bridged / limit:.2f}")
+        table.add_row(
+            f"{n_instances} x {agents}",
+            f"{limit:,.0f}",
+            f"{bridged:,.0f}",
+            f"{bridged / limit:.2f}",
+        )
     console.print(table)
     one = start_seconds(1, 8)
     four = start_seconds(4, 8)

@@ -11,6 +11,7 @@ import numpy as np
 
 from game_bridge.lander_game.physics import (
     ACTION_SIZE,
+    DRAG,
     GRAVITY,
     LATERAL_ACCEL,
     MAIN_ACCEL,
@@ -19,16 +20,25 @@ from game_bridge.lander_game.physics import (
     VEL_SCALE,
 )
 
-_KP = 1.6
-_KD = 2.4
+_APPROACH_GAIN = 1.5
+"""Desired velocity per metre of offset to the target (1/s)."""
+_MAX_SPEED = np.array([6.0, 8.0])
+"""Fastest approach, horizontal and vertical (m/s): keeps the lander within its braking power."""
+_VELOCITY_GAIN = 5.0
+"""Acceleration per m/s of velocity error (1/s)."""
 
 
 def _desired_acceleration(obs: np.ndarray) -> np.ndarray:
-    """A PD law towards the target: (ax, ay) including gravity compensation."""
+    """Fly towards the target at a speed that shrinks with distance: (ax, ay) of thrust.
+
+    A velocity-target law rather than a plain PD law, so the saturated lateral
+    thruster does not overshoot far targets.
+    """
     obs = np.asarray(obs, dtype=np.float64).reshape(-1, 7)
     offset = obs[:, 0:2] * POS_SCALE
     velocity = obs[:, 2:4] * VEL_SCALE
-    accel = _KP * offset - _KD * velocity
+    desired_velocity = np.clip(_APPROACH_GAIN * offset, -_MAX_SPEED, _MAX_SPEED)
+    accel = _VELOCITY_GAIN * (desired_velocity - velocity) + DRAG * velocity
     accel[:, 1] += GRAVITY
     return accel
 

@@ -1,0 +1,152 @@
+"""SB3 callbacks of a run: rotating checkpoints, a stop flag for signals, and the
+progress a person watches (rich in the terminal, plain lines in ``train.log``).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    Progress,
+    TaskID,
+    TaskProgressColumn,
+    TextColumn,
+    TimeRemainingColumn,
+)
+from stable_baselines3.common.callbacks import BaseCallback
+from stable_baselines3.common.vec_env import VecNormalize
+
+from training.checkpoints import checkpoint_name, rotate_checkpoints, save_checkpoint
+from training.policy_tweaks import action_std
+
+
+class RotatingCheckpoints(BaseCallback):
+    """Save ``ckpt_<steps>.zip`` every ``every`` steps, keep the newest ``keep``.
+
+    :param folder: the run's checkpoints folder.
+    :param every: steps between checkpoints.
+    :param keep: rotating checkpoints kept.
+    :param normalizer: observation statistics to save beside each checkpoint.
+    :param on_saved: called with the path after each save (updates run.json, pushes).
+    """
+
+    def __init__(
+        self,
+        folder: Path,
+        every: int,
+        keep: int,
+        normalizer: VecNormalize | None = None,
+        on_saved: Callable[[Path], None] | None = None,
+    ) -> None:
+        super().__init__()
+        self.folder = folder
+        self.every = every
+        self.keep = keep
+        self.normalizer = normalizer
+        self.on_saved = on_saved
+        self._next_at = 0
+
+    def _on_training_start(self) -> None:
+        self._next_at = (self.num_timesteps // self.every + 1) * self.every
+
+    def _on_step(self) -> bool:
+        if self.num_timesteps >= self._next_at:
+            path = save_checkpoint(
+                self.model, self.folder / checkpoint_name(self.num_timesteps), self.normalizer
+            )
+            rotate_checkpoints(self.folder, self.keep)
+            self._next_at = (self.num_timesteps // self.every + 1) * self.every
+            if self.on_saved is not None:
+                self.on_saved(path)
+        return True
+
+
+class StopFlag(BaseCallback):
+    """Ends ``learn()`` at the next step once :meth:`request` was called (from a signal handler)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.reason: str | None = None
+
+    def request(self, reason: str) -> None:
+        """Ask training to stop after the current step."""
+        self.reason = reason
+
+    def _on_step(self) -> bool:
+        return self.reason is None
+
+
+class ProgressReport(BaseCallback):
+    """A rich progress bar (steps, fps, ETA) and one line per rollout with the
+    mean reward and success rate, echoed to ``train.log``.
+
+    :param console: where the live display goes.
+    :param log: writes a plain line to the run's log file.
+    :param session_steps: steps this session will train.
+    """
+
+    def __init__(self, console: Console, log: Callable[[str], None], session_steps: int) -> None:
+        super().__init__()
+        self.console = console
+        self.log = log
+        self.session_steps = session_steps
+        self._progress: Progress | None = None
+        self._task = TaskID(0)
+        self._start_steps = 0
+        self._started = 0.0
+        self.last_fps = 0.0
+        self.last_reward: float | None = None
+        self.last_success: float | None = None
+
+    def _on_training_start(self) -> None:
+        self._start_steps = self.num_timesteps
+        self._started = time.monotonic()
+        self._progress = Progress(
+            TextColumn("[bold]training[/]"),
+            BarColumn(),
+            TaskProgressColumn(),
+            TextColumn("{task.completed:,.0f}/{task.total:,.0f} steps"),
+            TextColumn("{task.fields[fps]:,.0f} fps"),
+            TextColumn("reward {task.fields[reward]}"),
+            TimeRemainingColumn(),
+            console=self.console,
+            transient=True,
+        )
+        self._task = self._progress.add_task("train", total=self.session_steps, fps=0.0, reward="-")
+        self._progress.start()
+
+    def _on_step(self) -> bool:
+        if self._progress is not None and self.n_calls % 16 == 0:
+            done = self.num_timesteps - self._start_steps
+            self.last_fps = done / max(time.monotonic() - self._started, 1e-9)
+            self._progress.update(self._task, completed=done, fps=self.last_fps)
+        return True
+
+    def _on_rollout_end(self) -> None:
+        episodes = self.model.ep_info_buffer
+        if episodes:
+            self.last_reward = float(np.mean([info["r"] for info in episodes]))
+        successes = self.model.ep_success_buffer
+        if successes:
+            self.last_success = float(np.mean(successes))
+        done = self.num_timesteps - self._start_steps
+        self.last_fps = done / max(time.monotonic() - self._started, 1e-9)
+        reward = "-" if self.last_reward is None else f"{self.last_reward:.1f}"
+        success = "-" if self.last_success is None else f"{self.last_success:.2f}"
+        std = action_std(self.model)
+        std_text = "" if std is None else f" std={np.mean(std):.3f}"
+        line = f"steps={self.num_timesteps} fps={self.last_fps:.0f} ep_rew_mean={reward} success_rate={success}{std_text}"
+        self.log(line)
+        if self._progress is not None:
+            self._progress.update(self._task, completed=done, fps=self.last_fps, reward=reward)
+            self._progress.console.print(line)
+
+    def _on_training_end(self) -> None:
+        if self._progress is not None:
+            self._progress.stop()
+            self._progress = None

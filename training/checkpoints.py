@@ -1,0 +1,157 @@
+"""Model checkpoints: atomic writes, rotation, crash clean-up, and choosing what to resume.
+
+A checkpoint is ``ckpt_<steps>.zip`` (SB3's model file) with, when observations
+are normalised, ``ckpt_<steps>.vecnormalize.pkl`` beside it. Every file is written
+to a temporary name, synced, then renamed, so no checkpoint is ever half-written.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import pickle
+import re
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from rich.console import Console
+from stable_baselines3.common.base_class import BaseAlgorithm
+from stable_baselines3.common.vec_env import VecNormalize
+
+from training.run_paths import RunPaths
+
+CHECKPOINT_PATTERN = re.compile(r"ckpt_(\d+)\.zip")
+FINAL_NAME = "final.zip"
+TEMPORARY_SUFFIX = ".tmp"
+NORMALIZE_SUFFIX = ".vecnormalize.pkl"
+
+
+class CheckpointError(Exception):
+    """A checkpoint could not be written, found or read."""
+
+
+def normalization_path(model_path: Path) -> Path:
+    """Where the observation-normalisation statistics of a checkpoint live."""
+    return model_path.with_name(model_path.name.removesuffix(".zip") + NORMALIZE_SUFFIX)
+
+
+def _write_atomic(path: Path, data: bytes) -> None:
+    temporary = path.with_name(f".{path.name}{TEMPORARY_SUFFIX}")
+    try:
+        with temporary.open("wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(temporary, path)
+    except OSError as exc:
+        temporary.unlink(missing_ok=True)
+        raise CheckpointError(f"cannot write {path}: {exc.strerror or exc}") from None
+
+
+def save_checkpoint(
+    model: BaseAlgorithm, path: Path, normalizer: VecNormalize | None = None
+) -> Path:
+    """Save ``model`` (and normalisation statistics) atomically to ``path``.
+
+    The model is serialised in memory first, so a full disk fails before any
+    rename and leaves every earlier checkpoint intact.
+
+    :raises CheckpointError: when the folder is not writable or the disk is full.
+    """
+    path.parent.mkdir(parents=True, exist_ok=True)
+    buffer = io.BytesIO()
+    model.save(buffer)
+    _write_atomic(path, buffer.getvalue())
+    if normalizer is not None:
+        _write_atomic(normalization_path(path), pickle.dumps(normalizer))
+    return path
+
+
+def checkpoint_steps(path: Path) -> int | None:
+    """The step count in a rotating checkpoint's name, or None for other files."""
+    match = CHECKPOINT_PATTERN.fullmatch(path.name)
+    return int(match.group(1)) if match else None
+
+
+def checkpoint_name(steps: int) -> str:
+    """The file name of the rotating checkpoint at ``steps``."""
+    return f"ckpt_{steps:012d}.zip"
+
+
+def rotating_checkpoints(folder: Path) -> list[Path]:
+    """The rotating checkpoints in ``folder``, oldest first."""
+    found = [(checkpoint_steps(p), p) for p in folder.glob("ckpt_*.zip")]
+    return [path for steps, path in sorted((s, p) for s, p in found if s is not None)]
+
+
+def rotate_checkpoints(folder: Path, keep: int) -> list[Path]:
+    """Delete all but the newest ``keep`` rotating checkpoints; return what was deleted."""
+    removed = rotating_checkpoints(folder)[:-keep] if keep > 0 else []
+    for path in removed:
+        path.unlink(missing_ok=True)
+        normalization_path(path).unlink(missing_ok=True)
+    return removed
+
+
+def remove_temporary_files(folder: Path) -> list[Path]:
+    """Remove the temporary files a crash left mid-write; return them."""
+    if not folder.is_dir():
+        return []
+    leftovers = [p for p in folder.iterdir() if p.name.endswith(TEMPORARY_SUFFIX)]
+    for path in leftovers:
+        path.unlink(missing_ok=True)
+    return leftovers
+
+
+def is_valid_checkpoint(path: Path) -> bool:
+    """True when ``path`` is a readable SB3 model zip (policy weights and data)."""
+    try:
+        with zipfile.ZipFile(path) as archive:
+            names = set(archive.namelist())
+            if not {"data", "policy.pth"} <= names:
+                return False
+            return archive.testzip() is None
+    except (OSError, zipfile.BadZipFile):
+        return False
+
+
+@dataclass(frozen=True)
+class ResumePoint:
+    """What a resume starts from.
+
+    :param model: the checkpoint file.
+    :param run: the run it belongs to, when it came from a run name.
+    """
+
+    model: Path
+    run: str | None
+
+
+def find_resume_point(root: Path, source: str, console: Console | None = None) -> ResumePoint:
+    """Choose the checkpoint to resume from.
+
+    ``source`` is a run name (its ``final.zip``, else its newest valid rotating
+    checkpoint; corrupt files are skipped with a warning) or a path to a model file.
+
+    :raises CheckpointError: when nothing valid is found.
+    """
+    candidate = Path(source)
+    if candidate.suffix == ".zip" or candidate.is_file():
+        if not candidate.is_file():
+            raise CheckpointError(f"checkpoint {source!r} does not exist")
+        if not is_valid_checkpoint(candidate):
+            raise CheckpointError(f"{source!r} is not a lander/SB3 model checkpoint")
+        return ResumePoint(candidate.resolve(), None)
+    paths = RunPaths(root, source)
+    if not paths.checkpoints.is_dir():
+        raise CheckpointError(f"run {source!r} has no checkpoints folder ({paths.checkpoints})")
+    options = [paths.final, *reversed(rotating_checkpoints(paths.checkpoints))]
+    for option in options:
+        if not option.exists():
+            continue
+        if is_valid_checkpoint(option):
+            return ResumePoint(option, source)
+        if console is not None:
+            console.print(f"[yellow]warning:[/] skipping corrupt checkpoint {option}")
+    raise CheckpointError(f"run {source!r} has no valid checkpoint to resume from")

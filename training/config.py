@@ -1,0 +1,178 @@
+"""One typed configuration for a training run.
+
+Built from defaults (or, on a resume, the parent run's saved settings), then a
+config file, then command-line flags; saved in ``checkpoints/<run>/run.json`` and
+read back on resume. Nothing else parses these settings.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+import tomllib
+
+from game_bridge.protocol import DEFAULT_PORT
+
+
+class ConfigError(ValueError):
+    """A configuration file or value that cannot be used."""
+
+
+@dataclass
+class TrainConfig:
+    """Every setting of a training run, with its default."""
+
+    # -- games -------------------------------------------------------------------
+    n_parallel: int = 4  # game instances (processes), each on its own port
+    agents_per_instance: int = 8  # agents in each instance (the bundled game's --agents)
+    speedup: float | None = None  # game time per wall second; None: the game's own default
+    action_repeat: int | None = None  # physics ticks per step; None: the game's own default
+    port: int = DEFAULT_PORT  # instance i listens on port + i
+    seed: int = 0  # instance i gets seed + i; also seeds PPO
+    game_bin: str | None = None  # a game executable; None: the bundled lander game
+    game_args: dict[str, str] = field(default_factory=dict)  # extra --key=value for the game
+    in_process: bool = (
+        False  # train on the in-process Lander-v0 (no TCP): debugging and speed reference
+    )
+    read_timeout: float = 30.0  # seconds a game may take to answer one message
+    # -- PPO -----------------------------------------------------------------------
+    timesteps: int = 600_000  # steps to train in this session (a resume adds this many)
+    learning_rate: float = 3e-4  # Adam step size
+    n_steps: int = 256  # steps per env per rollout (rollout = n_steps x num_envs)
+    batch_size: int = 1024  # minibatch size for the PPO update
+    n_epochs: int = 10  # passes over each rollout
+    gamma: float = 0.99  # discount
+    gae_lambda: float = 0.95  # GAE smoothing
+    clip_range: float = 0.2  # PPO ratio clip
+    ent_coef: float = 0.0  # entropy bonus: higher keeps exploring
+    vf_coef: float = 0.5  # value loss weight
+    max_grad_norm: float = 0.5  # gradient clipping
+    net_width: int = 64  # units in each of the two hidden layers (policy and value)
+    log_std_init: float = 0.0  # initial log of the action standard deviation (continuous actions)
+    normalize_observations: bool = (
+        False  # running mean/std normalisation (saved beside checkpoints)
+    )
+    device: str = "auto"  # auto (cuda only for image observations), cpu or cuda
+    torch_threads: int = 1  # torch CPU threads; games need the other cores
+    # -- run ---------------------------------------------------------------------------
+    checkpoint_every: int = 100_000  # steps between rotating checkpoints
+    keep_checkpoints: int = 3  # rotating checkpoints kept (final.zip is extra)
+    eval_every: int = 0  # steps between evaluations during training (0: none)
+    eval_episodes: int = 20  # episodes per evaluation
+    push_every: int = 0  # checkpoints between mid-run commits and pushes (0: only at the end)
+
+    @property
+    def num_envs(self) -> int:
+        """Agents stepped together: instances x agents per instance."""
+        return self.n_parallel * self.agents_per_instance
+
+    def validate(self) -> TrainConfig:
+        """Check ranges, raising :class:`ConfigError` with the offending setting."""
+        positive = (
+            "n_parallel",
+            "agents_per_instance",
+            "timesteps",
+            "n_steps",
+            "batch_size",
+            "n_epochs",
+        )
+        for name in positive:
+            if getattr(self, name) < 1:
+                raise ConfigError(
+                    f"{name.replace('_', '-')} must be at least 1, got {getattr(self, name)}"
+                )
+        if not 1 <= self.port <= 65535 - self.n_parallel:
+            raise ConfigError(
+                f"port must leave room for {self.n_parallel} instances below 65536, got {self.port}"
+            )
+        if self.speedup is not None and self.speedup <= 0:
+            raise ConfigError(f"speedup must be positive, got {self.speedup}")
+        if self.action_repeat is not None and self.action_repeat < 1:
+            raise ConfigError(f"action-repeat must be at least 1, got {self.action_repeat}")
+        if self.learning_rate <= 0:
+            raise ConfigError(f"learning-rate must be positive, got {self.learning_rate}")
+        if self.ent_coef < 0:
+            raise ConfigError(f"ent-coef must be 0 or more, got {self.ent_coef}")
+        if self.checkpoint_every < 1 or self.keep_checkpoints < 1:
+            raise ConfigError("checkpoint-every and keep-checkpoints must be at least 1")
+        if self.device not in ("auto", "cpu", "cuda"):
+            raise ConfigError(f"device must be auto, cpu or cuda, got {self.device!r}")
+        if self.read_timeout <= 0:
+            raise ConfigError(f"read-timeout must be positive, got {self.read_timeout}")
+        return self
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict of every setting."""
+        return asdict(self)
+
+
+FIELD_NAMES = frozenset(f.name for f in fields(TrainConfig))
+_FIELD_TYPES = {f.name: str(f.type) for f in fields(TrainConfig)}
+
+
+def _check_type(name: str, value: Any, source: str) -> Any:
+    """Refuse a value of the wrong kind (a config file's ``n_parallel = "four"``)."""
+    kind = _FIELD_TYPES[name]
+    if value is None and kind.endswith("| None"):
+        return value
+    base = kind.split(" |")[0]
+    ok = {
+        "int": isinstance(value, int) and not isinstance(value, bool),
+        "float": isinstance(value, int | float) and not isinstance(value, bool),
+        "bool": isinstance(value, bool),
+        "str": isinstance(value, str),
+        "dict[str, str]": isinstance(value, dict),
+    }.get(base, True)
+    if not ok:
+        raise ConfigError(f"{source}: {name} must be {kind}, got {value!r}")
+    if base == "float":
+        return float(value)
+    if base == "dict[str, str]":
+        return {str(k): str(v) for k, v in value.items()}
+    return value
+
+
+def apply_overrides(base: TrainConfig, overrides: dict[str, Any], source: str) -> TrainConfig:
+    """A copy of ``base`` with ``overrides`` applied; unknown keys are an error.
+
+    :param source: where the overrides came from, for the error message.
+    :raises ConfigError: on an unknown key.
+    """
+    unknown = sorted(set(overrides) - FIELD_NAMES)
+    if unknown:
+        raise ConfigError(f"{source}: unknown setting(s) {', '.join(unknown)}")
+    checked = {name: _check_type(name, value, source) for name, value in overrides.items()}
+    return TrainConfig(**{**base.to_dict(), **checked})
+
+
+def from_dict(values: dict[str, Any], source: str) -> TrainConfig:
+    """Rebuild a config saved by :meth:`TrainConfig.to_dict` (older keys are refused)."""
+    return apply_overrides(TrainConfig(), values, source)
+
+
+def load_config_file(path: Path) -> dict[str, Any]:
+    """Read settings from a ``.toml`` or ``.json`` file (dashes or underscores in keys).
+
+    :raises ConfigError: missing file, bad syntax or unknown key.
+    """
+    if not path.is_file():
+        raise ConfigError(f"config file {str(path)!r} does not exist")
+    try:
+        if path.suffix == ".json":
+            values = json.loads(path.read_text())
+        elif path.suffix == ".toml":
+            values = tomllib.loads(path.read_text())
+        else:
+            raise ConfigError(f"config file {str(path)!r}: use a .toml or .json file")
+    except (json.JSONDecodeError, tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"config file {str(path)!r} is not valid: {exc}") from None
+    if not isinstance(values, dict):
+        raise ConfigError(f"config file {str(path)!r} must hold a table of settings")
+    normalised = {str(key).replace("-", "_"): value for key, value in values.items()}
+    apply_overrides(
+        TrainConfig(), normalised, f"config file {str(path)!r}"
+    )  # checks keys and kinds now
+    return normalised

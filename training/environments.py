@@ -1,0 +1,82 @@
+"""Building the vectorized environment a run trains on, from its configuration.
+
+Through the bridge (N game processes over TCP) by default, or in-process on
+``Lander-v0`` with the same ``num_envs`` (``--in-process``), wrapped the same way
+either way so PPO and its logs cannot tell the difference.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import gymnasium
+from stable_baselines3.common.vec_env import DummyVecEnv, VecEnv, VecMonitor, VecNormalize
+
+from game_bridge import LANDER_ENV_ID
+from game_bridge.launcher import LaunchConfig, game_command
+from game_bridge.vec_env import GameVecEnv
+from training.config import TrainConfig
+
+
+def launch_config(config: TrainConfig, output_dir: Path | None = None) -> LaunchConfig:
+    """The bridge's launch settings for a run's configuration."""
+    game_args = {"agents": str(config.agents_per_instance), **config.game_args}
+    return LaunchConfig(
+        command=game_command(config.game_bin),
+        n_instances=config.n_parallel,
+        base_port=config.port,
+        seed=config.seed,
+        speedup=config.speedup,
+        action_repeat=config.action_repeat,
+        game_args=game_args,
+        read_timeout=config.read_timeout,
+        output_dir=output_dir,
+    )
+
+
+def _in_process_env(config: TrainConfig) -> VecEnv:
+    kwargs: dict[str, Any] = {}
+    if "action_type" in config.game_args:
+        kwargs["action_type"] = config.game_args["action_type"]
+    if "difficulty" in config.game_args:
+        kwargs["difficulty"] = int(config.game_args["difficulty"])
+    if config.action_repeat is not None:
+        kwargs["action_repeat"] = config.action_repeat
+
+    def make() -> Callable[[], gymnasium.Env[Any, Any]]:
+        def build() -> gymnasium.Env[Any, Any]:
+            return gymnasium.make(LANDER_ENV_ID, **kwargs)
+
+        return build
+
+    return DummyVecEnv([make() for _ in range(config.num_envs)])
+
+
+def make_vec_env(config: TrainConfig, games_log_dir: Path | None = None) -> VecEnv:
+    """The environment a run trains on: games over TCP or in-process, with episode stats.
+
+    :raises BridgeError: when the games cannot be launched.
+    """
+    env: VecEnv = (
+        _in_process_env(config)
+        if config.in_process
+        else GameVecEnv(launch_config(config, games_log_dir))
+    )
+    env.seed(config.seed)
+    return VecMonitor(env)
+
+
+def wrap_normalization(
+    env: VecEnv, config: TrainConfig, saved: Path | None
+) -> tuple[VecEnv, VecNormalize | None]:
+    """Add observation normalisation when configured, restoring saved statistics."""
+    if not config.normalize_observations:
+        return env, None
+    if saved is not None and saved.exists():
+        normalizer = VecNormalize.load(str(saved), env)
+        normalizer.training = True
+    else:
+        normalizer = VecNormalize(env, norm_obs=True, norm_reward=False)
+    return normalizer, normalizer

@@ -1,0 +1,90 @@
+"""Where a run's files live, and the run-name rule that guards every path.
+
+A run name typed by a user is validated here once, before it becomes a folder,
+a tmux session or part of a git commit.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+RUN_NAME_PATTERN = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}")
+
+
+class InvalidRunName(ValueError):
+    """A run name that could escape its folder or confuse tmux and git."""
+
+
+def validate_run_name(name: str) -> str:
+    """Return ``name`` if it is a safe run name, else raise :class:`InvalidRunName`.
+
+    Allowed: letters, digits, ``-``, ``_``, ``.``; 1 to 64 characters; not starting
+    with ``.`` or ``-``; never containing ``..``.
+    """
+    if not RUN_NAME_PATTERN.fullmatch(name) or ".." in name:
+        shown = name if len(name) <= 40 else name[:40] + "..."
+        raise InvalidRunName(
+            f"invalid run name {shown!r}: use 1-64 letters, digits, '-', '_' or '.', not starting with '.' or '-'"
+        )
+    return name
+
+
+@dataclass(frozen=True)
+class RunPaths:
+    """The files of one run inside a checkout.
+
+    :param root: the checkout (holds ``checkpoints/``, ``logs/``, ``bots/``).
+    :param run: a validated run name.
+    """
+
+    root: Path
+    run: str
+
+    def __post_init__(self) -> None:
+        validate_run_name(self.run)
+
+    @property
+    def checkpoints(self) -> Path:
+        """``checkpoints/<run>/``: rotating checkpoints, ``final.zip`` and ``run.json``."""
+        return self.root / "checkpoints" / self.run
+
+    @property
+    def logs(self) -> Path:
+        """``logs/<run>/``: TensorBoard events (continuous across resumes) and ``train.log``."""
+        return self.root / "logs" / self.run
+
+    @property
+    def run_json(self) -> Path:
+        """The run record."""
+        return self.checkpoints / "run.json"
+
+    @property
+    def final(self) -> Path:
+        """The model saved at the end of the run (normal or interrupted)."""
+        return self.checkpoints / "final.zip"
+
+    @property
+    def train_log(self) -> Path:
+        """The console text of every session of this run."""
+        return self.logs / "train.log"
+
+    @property
+    def games_log_dir(self) -> Path:
+        """Each game instance's console output (not committed: see .gitignore)."""
+        return self.logs / "games"
+
+    @property
+    def bot_json(self) -> Path:
+        """The exported policy."""
+        return self.root / "bots" / f"{self.run}.json"
+
+    @property
+    def bot_onnx(self) -> Path:
+        """The exported policy in the Godot RL Agents plugin's ONNX layout."""
+        return self.root / "bots" / f"{self.run}.onnx"
+
+    def exists(self) -> bool:
+        """True when this run has been started before."""
+        return self.run_json.exists()

@@ -1,0 +1,103 @@
+"""``checkpoints/<run>/run.json``: what a run is, where it stands, where it came from.
+
+Written atomically on every change of state, so ``lander status`` on any machine
+(after ``git pull``) reads a consistent record even if the trainer was killed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from training.config import ConfigError, TrainConfig, from_dict
+
+STATUSES = ("running", "finished", "interrupted", "failed")
+
+
+def now_iso() -> str:
+    """The current UTC time, to the second, ISO 8601."""
+    return datetime.now(UTC).replace(microsecond=0).isoformat()
+
+
+def write_json_atomic(path: Path, data: Any) -> None:
+    """Write JSON to a temporary file beside ``path``, fsync it, then rename over ``path``.
+
+    A crash leaves either the old file or the new one, never half of one.
+    """
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temporary = path.with_name(f".{path.name}.tmp")
+    with temporary.open("w") as handle:
+        json.dump(data, handle, indent=2, sort_keys=False)
+        handle.write("\n")
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.replace(temporary, path)
+
+
+@dataclass
+class RunRecord:
+    """The run record saved as ``run.json``.
+
+    :param run: the run's name.
+    :param config: the settings of its latest session.
+    :param status: running, finished, interrupted or failed.
+    :param total_timesteps: environment steps taken, across every session and its parents.
+    :param parent: the run this one was branched from, if any.
+    :param resumed_from: the checkpoint the latest session started from.
+    :param git_commit: the code's commit when the latest session started.
+    :param started_at: when the run was first started.
+    :param updated_at: when this record was last written.
+    :param last_checkpoint: the newest checkpoint file name.
+    :param error: why the run failed, when it did.
+    :param sessions: one entry per session: start, end, steps, status.
+    :param extra: fields other parts of lander keep here (evaluations, pushes, stages).
+    """
+
+    run: str
+    config: TrainConfig
+    status: str = "running"
+    total_timesteps: int = 0
+    parent: str | None = None
+    resumed_from: str | None = None
+    git_commit: str | None = None
+    started_at: str = field(default_factory=now_iso)
+    updated_at: str = field(default_factory=now_iso)
+    last_checkpoint: str | None = None
+    error: str | None = None
+    sessions: list[dict[str, Any]] = field(default_factory=list)
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form."""
+        data = asdict(self)
+        data["config"] = self.config.to_dict()
+        return data
+
+    def save(self, path: Path) -> None:
+        """Write atomically, stamping ``updated_at``."""
+        self.updated_at = now_iso()
+        write_json_atomic(path, self.to_dict())
+
+    @classmethod
+    def load(cls, path: Path) -> RunRecord:
+        """Read a record.
+
+        :raises ConfigError: when the file is missing or not a run record.
+        """
+        try:
+            data = json.loads(path.read_text())
+            config = from_dict(data.pop("config"), f"{path}")
+            known = {
+                name: data[name]
+                for name in cls.__dataclass_fields__
+                if name in data and name != "config"
+            }
+            return cls(config=config, **known)
+        except FileNotFoundError:
+            raise ConfigError(f"no run record at {path}") from None
+        except (json.JSONDecodeError, KeyError, TypeError, AttributeError) as exc:
+            raise ConfigError(f"{path} is not a lander run record ({exc})") from None

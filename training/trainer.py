@@ -1,0 +1,406 @@
+"""A training session from start to end: configuration, environment, model,
+callbacks, learn, and a clean ending on success, Ctrl-C, SIGTERM or a game fault.
+
+Read top to bottom, :func:`train` is the whole flow; each step it takes is a
+plain function or an SB3 callback defined elsewhere in ``training``.
+"""
+
+from __future__ import annotations
+
+import pickle
+import shutil
+import signal
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+import torch
+from rich.console import Console
+from stable_baselines3 import PPO
+from stable_baselines3.common.callbacks import BaseCallback
+from stable_baselines3.common.logger import configure
+from stable_baselines3.common.vec_env import VecEnv, VecNormalize
+
+from game_bridge.errors import BridgeError
+from training.callbacks import ProgressReport, RotatingCheckpoints, StopFlag
+from training.checkpoints import (
+    CheckpointError,
+    ResumePoint,
+    find_resume_point,
+    normalization_path,
+    remove_temporary_files,
+    save_checkpoint,
+)
+from training.config import ConfigError, TrainConfig, apply_overrides, load_config_file
+from training.environments import make_vec_env, wrap_normalization
+from training.policy_tweaks import reset_action_std
+from training.run_paths import RunPaths
+from training.run_record import RunRecord, now_iso
+
+RESUMABLE_SETTINGS = (
+    "learning_rate",
+    "ent_coef",
+    "n_steps",
+    "batch_size",
+    "n_epochs",
+    "gamma",
+    "gae_lambda",
+    "clip_range",
+    "vf_coef",
+    "max_grad_norm",
+)
+"""PPO settings a resume may change; the network's shape stays that of the checkpoint."""
+
+
+class RunExists(ConfigError):
+    """Starting a run whose name is taken, without ``--resume`` or ``--force``."""
+
+
+@dataclass
+class TrainRequest:
+    """What the user asked for.
+
+    :param root: the checkout.
+    :param run: the run to train (validated).
+    :param overrides: settings given explicitly as flags.
+    :param config_file: a settings file applied before the flags.
+    :param resume: a run name or checkpoint path to continue from.
+    :param force: start over even though the run exists (its old files are removed).
+    :param reset_std: set the action standard deviation after loading.
+    :param git_commit: the code's commit, recorded in run.json.
+    """
+
+    root: Path
+    run: str
+    overrides: dict[str, Any] = field(default_factory=dict)
+    config_file: Path | None = None
+    resume: str | None = None
+    force: bool = False
+    reset_std: float | None = None
+    git_commit: str | None = None
+
+
+@dataclass
+class TrainPlan:
+    """A request resolved: the configuration and where the model comes from."""
+
+    paths: RunPaths
+    config: TrainConfig
+    resume_point: ResumePoint | None
+    parent: str | None
+    previous: RunRecord | None
+
+
+@dataclass
+class TrainOutcome:
+    """How a session ended.
+
+    :param status: finished, interrupted or failed.
+    :param exit_code: what the command should exit with.
+    :param record: the run record as saved.
+    :param error: why it failed, when it did.
+    """
+
+    status: str
+    exit_code: int
+    record: RunRecord
+    error: str | None = None
+
+
+def plan_training(request: TrainRequest, console: Console | None = None) -> TrainPlan:
+    """Resolve a request into a configuration without writing anything.
+
+    :raises ConfigError: a bad setting, a bad config file, or a run that exists.
+    :raises CheckpointError: nothing valid to resume from.
+    """
+    paths = RunPaths(request.root, request.run)
+    resume_point: ResumePoint | None = None
+    previous: RunRecord | None = None
+    base = TrainConfig()
+    parent: str | None = None
+    if request.resume is not None:
+        resume_point = find_resume_point(request.root, request.resume, console)
+        source_run = resume_point.run or _run_of_checkpoint(request.root, resume_point.model)
+        if source_run is not None and RunPaths(request.root, source_run).run_json.exists():
+            base = RunRecord.load(RunPaths(request.root, source_run).run_json).config
+        if source_run != request.run:
+            parent = source_run
+        elif paths.exists():
+            previous = RunRecord.load(paths.run_json)
+            parent = previous.parent
+        if source_run != request.run and paths.exists() and not request.force:
+            raise RunExists(
+                f"run {request.run!r} already exists: pick a new name for the branch or add --force to replace it"
+            )
+    elif paths.exists() and not request.force:
+        raise RunExists(
+            f"run {request.run!r} already exists: use --resume {request.run} to continue it or --force to start over"
+        )
+    config = base
+    if request.config_file is not None:
+        config = apply_overrides(
+            config, load_config_file(request.config_file), f"config file {request.config_file}"
+        )
+    config = apply_overrides(config, request.overrides, "flags").validate()
+    if request.reset_std is not None and not request.reset_std > 0:
+        raise ConfigError(f"--reset-std must be positive, got {request.reset_std}")
+    if request.reset_std is not None and resume_point is None:
+        raise ConfigError("--reset-std applies to a resumed policy: add --resume RUN")
+    return TrainPlan(paths, config, resume_point, parent, previous)
+
+
+def _run_of_checkpoint(root: Path, model: Path) -> str | None:
+    """The run a checkpoint path belongs to, when it lies in ``checkpoints/<run>/``."""
+    try:
+        relative = model.resolve().relative_to((root / "checkpoints").resolve())
+    except ValueError:
+        return None
+    return relative.parts[0] if len(relative.parts) == 2 else None
+
+
+def _device(config: TrainConfig, image_observations: bool) -> str:
+    """``auto`` means CUDA only where it pays: small MLPs train faster on the CPU."""
+    if config.device != "auto":
+        return config.device
+    return "cuda" if image_observations and torch.cuda.is_available() else "cpu"
+
+
+def _build_model(plan: TrainPlan, env: VecEnv, request: TrainRequest) -> PPO:
+    config = plan.config
+    image = env.observation_space.shape is not None and len(env.observation_space.shape) == 3
+    device = _device(config, image)
+    if plan.resume_point is None:
+        return PPO(
+            "MultiInputPolicy"
+            if env.observation_space.shape is None
+            else ("CnnPolicy" if image else "MlpPolicy"),
+            env,
+            learning_rate=config.learning_rate,
+            n_steps=config.n_steps,
+            batch_size=config.batch_size,
+            n_epochs=config.n_epochs,
+            gamma=config.gamma,
+            gae_lambda=config.gae_lambda,
+            clip_range=config.clip_range,
+            ent_coef=config.ent_coef,
+            vf_coef=config.vf_coef,
+            max_grad_norm=config.max_grad_norm,
+            policy_kwargs={
+                "net_arch": {"pi": [config.net_width] * 2, "vf": [config.net_width] * 2},
+                "log_std_init": config.log_std_init,
+            }
+            if _continuous(env)
+            else {"net_arch": {"pi": [config.net_width] * 2, "vf": [config.net_width] * 2}},
+            seed=config.seed,
+            device=device,
+            verbose=0,
+        )
+    changes = {name: getattr(config, name) for name in RESUMABLE_SETTINGS}
+    try:
+        model = PPO.load(str(plan.resume_point.model), env=env, device=device, **changes)
+    except (ValueError, KeyError, RuntimeError, OSError) as exc:
+        raise CheckpointError(f"cannot resume from {plan.resume_point.model}: {exc}") from None
+    if request.reset_std is not None:
+        reset_action_std(model, request.reset_std)
+    return model
+
+
+def _continuous(env: VecEnv) -> bool:
+    return env.action_space.__class__.__name__ == "Box"
+
+
+class _LogFile:
+    """Appends timestamped plain lines to the run's ``train.log``."""
+
+    def __init__(self, path: Path) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self.path = path
+
+    def __call__(self, line: str) -> None:
+        stamp = datetime.now(UTC).strftime("%Y-%m-%d %H:%M:%S")
+        with self.path.open("a") as handle:
+            handle.write(f"{stamp} {line}\n")
+
+
+@contextmanager
+def _stop_on_signals(stop: StopFlag, console: Console) -> Iterator[dict[str, int]]:
+    """Turn SIGINT and SIGTERM into a graceful stop; a second signal aborts at once."""
+    received: dict[str, int] = {}
+
+    def handler(signum: int, _frame: FrameType | None) -> None:
+        if received:
+            raise KeyboardInterrupt
+        received["signal"] = signum
+        name = signal.Signals(signum).name
+        console.print(
+            f"[yellow]{name}: stopping after this step; saving final.zip (again to abort)[/]"
+        )
+        stop.request(name)
+
+    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield received
+    finally:
+        for sig, old in previous.items():
+            signal.signal(sig, old)
+
+
+def train(
+    request: TrainRequest,
+    console: Console,
+    on_checkpoint: Callable[[Path, RunRecord], None] | None = None,
+    extra_callbacks: list[BaseCallback] | None = None,
+) -> TrainOutcome:
+    """Run one training session and end it cleanly, whatever happens.
+
+    :param request: what to train.
+    :param console: where progress goes.
+    :param on_checkpoint: called after each rotating checkpoint with the updated record.
+    :param extra_callbacks: more SB3 callbacks (evaluation).
+    :raises ConfigError, CheckpointError, BridgeError: before training starts; nothing is
+        written to the run's folders in that case.
+    """
+    plan = plan_training(request, console)
+    config, paths = plan.config, plan.paths
+    torch.set_num_threads(config.torch_threads)
+    if request.force and plan.previous is None and paths.exists():
+        # --force replaces the run: the user asked for it by name.
+        shutil.rmtree(paths.checkpoints, ignore_errors=True)
+        shutil.rmtree(paths.logs, ignore_errors=True)
+    leftovers = remove_temporary_files(paths.checkpoints)
+    env = make_vec_env(config, paths.games_log_dir)
+    try:
+        saved_normalizer = (
+            normalization_path(plan.resume_point.model) if plan.resume_point else None
+        )
+        env, normalizer = wrap_normalization(env, config, saved_normalizer)
+        model = _build_model(plan, env, request)
+    except BaseException:
+        env.close()
+        raise
+    log = _LogFile(paths.train_log)
+    for leftover in leftovers:
+        log(f"removed a crash leftover: {leftover.name}")
+    model.set_logger(configure(str(paths.logs), ["tensorboard"]))
+    record = _start_record(plan, request, model)
+    record.save(paths.run_json)
+    _announce(console, log, plan, request, model)
+
+    stop = StopFlag()
+    progress = ProgressReport(console, log, config.timesteps)
+
+    def saved(path: Path) -> None:
+        _note_progress(record, model, progress)
+        record.last_checkpoint = path.name
+        record.save(paths.run_json)
+        if on_checkpoint is not None:
+            on_checkpoint(path, record)
+
+    checkpoints = RotatingCheckpoints(
+        paths.checkpoints, config.checkpoint_every, config.keep_checkpoints, normalizer, saved
+    )
+    status, error, exit_code = "finished", None, 0
+    with _stop_on_signals(stop, console) as received:
+        try:
+            model.learn(
+                total_timesteps=config.timesteps,
+                callback=[stop, progress, checkpoints, *(extra_callbacks or [])],
+                reset_num_timesteps=False,
+            )
+        except BridgeError as exc:
+            status, error, exit_code = "failed", f"a game failed: {exc}", 1
+        except CheckpointError as exc:
+            status, error, exit_code = "failed", str(exc), 1
+        except KeyboardInterrupt:
+            status, error, exit_code = "interrupted", "aborted by a second signal", 130
+        if status == "finished" and stop.reason is not None:
+            status = "interrupted"
+            exit_code = (
+                0 if received.get("signal") == signal.SIGINT else 128 + received.get("signal", 0)
+            )
+        try:
+            save_checkpoint(model, paths.final, normalizer)
+            record.last_checkpoint = paths.final.name
+        except CheckpointError as exc:
+            status, exit_code = "failed", 1
+            error = f"{error}; also {exc}" if error else str(exc)
+        finally:
+            env.close()
+    _note_progress(record, model, progress)
+    record.status, record.error = status, error
+    record.sessions[-1].update(ended_at=now_iso(), status=status, end_timesteps=model.num_timesteps)
+    record.save(paths.run_json)
+    message = f"run {paths.run} {status} at {model.num_timesteps:,} steps" + (
+        f": {error}" if error else ""
+    )
+    log(message)
+    console.print(
+        ("[green]" if status == "finished" else "[yellow]" if status == "interrupted" else "[red]")
+        + message
+    )
+    return TrainOutcome(status, exit_code, record, error)
+
+
+def _start_record(plan: TrainPlan, request: TrainRequest, model: PPO) -> RunRecord:
+    record = plan.previous or RunRecord(run=plan.paths.run, config=plan.config, parent=plan.parent)
+    record.config = plan.config
+    record.status = "running"
+    record.error = None
+    record.git_commit = request.git_commit
+    record.total_timesteps = model.num_timesteps
+    record.resumed_from = str(plan.resume_point.model) if plan.resume_point else None
+    record.sessions.append(
+        {
+            "started_at": now_iso(),
+            "start_timesteps": model.num_timesteps,
+            "resumed_from": record.resumed_from,
+            "reset_std": request.reset_std,
+            "git_commit": request.git_commit,
+        }
+    )
+    return record
+
+
+def _note_progress(record: RunRecord, model: PPO, progress: ProgressReport) -> None:
+    record.total_timesteps = model.num_timesteps
+    record.extra["last_fps"] = round(progress.last_fps, 1)
+    record.extra["last_reward"] = progress.last_reward
+    record.extra["last_success"] = progress.last_success
+
+
+def _announce(
+    console: Console, log: Callable[[str], None], plan: TrainPlan, request: TrainRequest, model: PPO
+) -> None:
+    config = plan.config
+    where = (
+        "in-process Lander-v0"
+        if config.in_process
+        else f"{config.n_parallel} game instance(s) from port {config.port}"
+    )
+    origin = (
+        f"resuming from {plan.resume_point.model} at {model.num_timesteps:,} steps"
+        if plan.resume_point
+        else "new"
+    )
+    line = (
+        f"run {plan.paths.run}: {origin}; {config.num_envs} envs on {where}; "
+        f"{config.timesteps:,} steps; lr={config.learning_rate:g} ent_coef={config.ent_coef:g} device={model.device}"
+        + (f"; std reset to {request.reset_std:g}" if request.reset_std is not None else "")
+    )
+    log(line)
+    console.print(line)
+
+
+def load_for_inference(model_path: Path) -> tuple[PPO, VecNormalize | None]:
+    """Load a checkpoint on the CPU with its normalisation statistics, if any (for export and evaluation)."""
+    model = PPO.load(str(model_path), device="cpu")
+    stats = normalization_path(model_path)
+    normalizer = None
+    if stats.exists():
+        with stats.open("rb") as handle:
+            normalizer = pickle.load(handle)
+    return model, normalizer
