@@ -147,6 +147,9 @@ class ProgressReport(BaseCallback):
             self._progress.console.print(line)
 
     def _on_training_end(self) -> None:
+        # SB3 dumps the log before each update, so the last update's train/*
+        # values would never reach TensorBoard without this flush.
+        self.model.logger.dump(step=self.num_timesteps)
         if self._progress is not None:
             self._progress.stop()
             self._progress = None

@@ -1,0 +1,148 @@
+"""Runs an exported bot (``bots/<run>.json``) with numpy alone: no torch needed.
+
+The game side uses this to play a bot; export uses it to prove the file gives
+the same actions as the trained model. The format is documented in
+``docs/bot-format.md``.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+BOT_FORMAT = "lander-bot"
+BOT_FORMAT_VERSION = 1
+ACTIVATIONS = {
+    "tanh": np.tanh,
+    "relu": lambda x: np.maximum(x, 0.0),
+    "linear": lambda x: x,
+}
+
+
+class BotFormatError(ValueError):
+    """A bot file that is not a lander bot or whose shapes do not fit together."""
+
+
+@dataclass(frozen=True)
+class Layer:
+    """One dense layer: ``activation(x @ weights.T + biases)``."""
+
+    weights: np.ndarray
+    biases: np.ndarray
+    activation: str
+
+
+class BotRunner:
+    """A policy read from a bot JSON file.
+
+    :param spec: the parsed file (see :meth:`from_file`).
+    :raises BotFormatError: when the file is inconsistent.
+    """
+
+    def __init__(self, spec: dict[str, Any]) -> None:
+        if spec.get("format") != BOT_FORMAT:
+            raise BotFormatError(f"not a lander bot (format is {spec.get('format')!r})")
+        if spec.get("version") != BOT_FORMAT_VERSION:
+            raise BotFormatError(f"bot format version {spec.get('version')!r} is not supported")
+        self.spec = spec
+        try:
+            observation, action = spec["observation"], spec["action"]
+            self.obs_size = int(observation["size"])
+            self.action_type = str(action["type"])
+            self.action_size = int(action["size"])
+            self.layers = [
+                Layer(
+                    np.asarray(layer["weights"], dtype=np.float64),
+                    np.asarray(layer["biases"], dtype=np.float64),
+                    str(layer["activation"]),
+                )
+                for layer in spec["layers"]
+            ]
+            normalization = observation.get("normalization")
+            self.obs_mean = self.obs_scale = None
+            self.obs_clip = 0.0
+            if normalization:
+                self.obs_mean = np.asarray(normalization["mean"], dtype=np.float64)
+                self.obs_scale = np.asarray(normalization["scale"], dtype=np.float64)
+                self.obs_clip = float(normalization["clip"])
+            self.nvec = [int(n) for n in action.get("nvec", [])]
+            self.low = np.asarray(action.get("low", [-1.0] * self.action_size), dtype=np.float64)
+            self.high = np.asarray(action.get("high", [1.0] * self.action_size), dtype=np.float64)
+        except (KeyError, TypeError, ValueError) as exc:
+            raise BotFormatError(f"bot file is missing or garbles a field: {exc}") from None
+        self._check_shapes()
+
+    def _check_shapes(self) -> None:
+        width = self.obs_size
+        for index, layer in enumerate(self.layers):
+            if layer.activation not in ACTIVATIONS:
+                raise BotFormatError(f"layer {index}: unknown activation {layer.activation!r}")
+            if layer.weights.ndim != 2 or layer.weights.shape[1] != width:
+                raise BotFormatError(
+                    f"layer {index}: weights of shape {layer.weights.shape} do not take an input of width {width}"
+                )
+            if layer.biases.shape != (layer.weights.shape[0],):
+                raise BotFormatError(
+                    f"layer {index}: {layer.biases.shape[0]} biases for {layer.weights.shape[0]} units"
+                )
+            width = layer.weights.shape[0]
+        expected = sum(self.nvec) if self.action_type == "multi_discrete" else self.action_size
+        if not self.layers or width != expected:
+            raise BotFormatError(f"the network outputs {width} values, the action needs {expected}")
+        if self.action_type not in ("continuous", "discrete", "multi_discrete"):
+            raise BotFormatError(f"unknown action type {self.action_type!r}")
+        if self.obs_mean is not None and (
+            self.obs_mean.shape != (self.obs_size,)
+            or self.obs_scale is None
+            or self.obs_scale.shape != (self.obs_size,)
+        ):
+            raise BotFormatError("normalization mean and scale must have the observation's size")
+
+    @classmethod
+    def from_file(cls, path: Path) -> BotRunner:
+        """Read a bot JSON file.
+
+        :raises BotFormatError: unreadable, not JSON, or inconsistent.
+        """
+        try:
+            spec = json.loads(Path(path).read_text())
+        except OSError as exc:
+            raise BotFormatError(f"cannot read bot {str(path)!r}: {exc.strerror or exc}") from None
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            raise BotFormatError(f"bot {str(path)!r} is not JSON: {exc}") from None
+        if not isinstance(spec, dict):
+            raise BotFormatError(f"bot {str(path)!r} is not a JSON object")
+        return cls(spec)
+
+    def network_output(self, obs: np.ndarray) -> np.ndarray:
+        """The raw output of the network (Gaussian mean or logits) for a batch."""
+        x = np.asarray(obs, dtype=np.float64).reshape(-1, self.obs_size)
+        if self.obs_mean is not None and self.obs_scale is not None:
+            x = np.clip((x - self.obs_mean) / self.obs_scale, -self.obs_clip, self.obs_clip)
+        for layer in self.layers:
+            x = ACTIVATIONS[layer.activation](x @ layer.weights.T + layer.biases)
+        return x
+
+    def act(self, obs: np.ndarray) -> np.ndarray:
+        """Deterministic actions for a batch of observations.
+
+        Continuous: the mean clipped to the bounds, shape (K, size). Discrete: the
+        argmax, shape (K,). Multi-discrete: the argmax of each segment, shape (K, n).
+        """
+        output = self.network_output(obs)
+        if self.action_type == "continuous":
+            return np.clip(output, self.low, self.high).astype(np.float32)
+        if self.action_type == "discrete":
+            return np.argmax(output, axis=1)
+        bounds = np.cumsum([0, *self.nvec])
+        return np.stack(
+            [
+                np.argmax(output[:, a:b], axis=1)
+                for a, b in zip(bounds[:-1], bounds[1:], strict=True)
+            ],
+            axis=1,
+        )

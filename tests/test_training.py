@@ -1,0 +1,317 @@
+"""Training end to end: real game processes, real checkpoints, real TensorBoard files."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+from rich.console import Console
+from stable_baselines3 import PPO
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+from tests.conftest import REPO_ROOT, python_game, wait_until
+from training.checkpoints import CheckpointError, rotating_checkpoints
+from training.config import ConfigError
+from training.policy_tweaks import PolicyTweakError, reset_action_std
+from training.run_record import RunRecord
+from training.trainer import RunExists, TrainRequest, train
+
+LANDER = REPO_ROOT / ".venv" / "bin" / "lander"
+QUIET = Console(file=open(os.devnull, "w"))  # noqa: SIM115 (lives for the whole module)
+
+
+def small_run(port: int, **extra: Any) -> dict[str, Any]:
+    """2 instances x 2 agents, one 4096-step rollout per 4096 steps."""
+    return {
+        "n_parallel": 2,
+        "agents_per_instance": 2,
+        "n_steps": 1024,
+        "batch_size": 1024,
+        "n_epochs": 2,
+        "timesteps": 4096,
+        "checkpoint_every": 2048,
+        "port": port,
+        **extra,
+    }
+
+
+def tensorboard_steps(folder: Path, tag: str) -> list[tuple[int, float]]:
+    """Every (step, value) of a scalar across all event files in ``folder`` (not subfolders)."""
+    points: list[tuple[int, float]] = []
+    for events in sorted(folder.glob("events.out.tfevents.*")):
+        accumulator = EventAccumulator(str(events))
+        accumulator.Reload()
+        if tag in accumulator.Tags()["scalars"]:
+            points.extend((e.step, e.value) for e in accumulator.Scalars(tag))
+    return sorted(points)
+
+
+def test_short_run_leaves_checkpoints_final_run_json_and_tensorboard_events(
+    tmp_path: Path, port_block: Callable[[int], int]
+) -> None:
+    outcome = train(
+        TrainRequest(tmp_path, "short", small_run(port_block(2), timesteps=8192)), QUIET
+    )
+    assert outcome.status == "finished" and outcome.exit_code == 0
+    folder = tmp_path / "checkpoints" / "short"
+    assert (folder / "final.zip").is_file()
+    assert len(rotating_checkpoints(folder)) == 3, "the newest 3 of 4 checkpoints are kept"
+    record = json.loads((folder / "run.json").read_text())
+    assert record["status"] == "finished"
+    assert record["total_timesteps"] == 8192
+    assert record["config"]["n_parallel"] == 2
+    logs = tmp_path / "logs" / "short"
+    for tag in (
+        "rollout/ep_rew_mean",
+        "rollout/success_rate",
+        "time/fps",
+        "train/std",
+        "train/entropy_loss",
+    ):
+        assert tensorboard_steps(logs, tag), f"missing TensorBoard scalar {tag}"
+    assert "steps=8192" in (logs / "train.log").read_text()
+    assert PPO.load(folder / "final.zip").num_timesteps == 8192
+
+
+def test_resume_continues_timestep_counter_in_the_same_tensorboard_folder(
+    tmp_path: Path, port_block: Callable[[int], int]
+) -> None:
+    port = port_block(2)
+    train(TrainRequest(tmp_path, "cont", small_run(port)), QUIET)
+    assert PPO.load(tmp_path / "checkpoints" / "cont" / "final.zip").num_timesteps == 4096
+    outcome = train(TrainRequest(tmp_path, "cont", {"timesteps": 4096}, resume="cont"), QUIET)
+    assert outcome.record.total_timesteps == 8192
+    assert PPO.load(tmp_path / "checkpoints" / "cont" / "final.zip").num_timesteps == 8192
+    logs = tmp_path / "logs" / "cont"
+    assert [p.name for p in logs.iterdir() if p.is_dir()] == ["games"], (
+        "no second TensorBoard folder"
+    )
+    steps = [step for step, _ in tensorboard_steps(logs, "time/fps")]
+    assert steps == [4096, 8192]
+    # Settings came back from run.json: the resume gave only --timesteps.
+    assert outcome.record.config.n_parallel == 2 and outcome.record.config.port == port
+    assert len(outcome.record.sessions) == 2
+
+
+def test_branch_records_its_parent_and_continues_the_step_axis(
+    tmp_path: Path, port_block: Callable[[int], int]
+) -> None:
+    train(TrainRequest(tmp_path, "base", small_run(port_block(2))), QUIET)
+    outcome = train(TrainRequest(tmp_path, "branch", {"timesteps": 4096}, resume="base"), QUIET)
+    assert outcome.record.parent == "base"
+    assert [s for s, _ in tensorboard_steps(tmp_path / "logs" / "branch", "time/fps")] == [8192]
+
+
+def test_reset_std_sets_the_std_and_ent_coef_takes_effect_on_resume(
+    tmp_path: Path, port_block: Callable[[int], int]
+) -> None:
+    train(TrainRequest(tmp_path, "explore", small_run(port_block(2))), QUIET)
+    train(
+        TrainRequest(
+            tmp_path,
+            "explore2",
+            {"timesteps": 4096, "ent_coef": 0.05},
+            resume="explore",
+            reset_std=0.3,
+        ),
+        QUIET,
+    )
+    model = PPO.load(tmp_path / "checkpoints" / "explore2" / "final.zip")
+    assert model.ent_coef == pytest.approx(0.05)
+    # One short update moves the std only a little away from the reset value.
+    stds = tensorboard_steps(tmp_path / "logs" / "explore2", "train/std")
+    assert stds and abs(stds[0][1] - 0.3) < 0.03
+    assert torch.exp(model.policy.log_std).mean().item() == pytest.approx(0.3, abs=0.03)
+
+
+def test_reset_std_is_in_place_so_the_optimizer_keeps_the_parameter(
+    tmp_path: Path, port_block: Callable[[int], int]
+) -> None:
+    train(TrainRequest(tmp_path, "inplace", small_run(port_block(2))), QUIET)
+    model = PPO.load(tmp_path / "checkpoints" / "inplace" / "final.zip")
+    before = model.policy.log_std
+    reset_action_std(model, 0.25)
+    assert model.policy.log_std is before
+    optimized = {id(p) for group in model.policy.optimizer.param_groups for p in group["params"]}
+    assert id(model.policy.log_std) in optimized
+    assert torch.allclose(
+        torch.exp(model.policy.log_std), torch.full_like(model.policy.log_std, 0.25)
+    )
+
+
+def test_reset_std_on_a_discrete_policy_is_a_clear_error(
+    tmp_path: Path, port_block: Callable[[int], int]
+) -> None:
+    port = port_block(2)
+    train(
+        TrainRequest(tmp_path, "disc", small_run(port, game_args={"action_type": "discrete"})),
+        QUIET,
+    )
+    with pytest.raises(PolicyTweakError, match="discrete"):
+        train(TrainRequest(tmp_path, "disc2", {}, resume="disc", reset_std=0.5), QUIET)
+    assert not (tmp_path / "checkpoints" / "disc2" / "run.json").exists()
+
+
+def test_crash_leftovers_are_removed_and_a_corrupt_checkpoint_is_skipped(
+    tmp_path: Path, port_block: Callable[[int], int]
+) -> None:
+    train(TrainRequest(tmp_path, "crashy", small_run(port_block(2))), QUIET)
+    folder = tmp_path / "checkpoints" / "crashy"
+    leftover = folder / ".ckpt_000000009999.zip.tmp"
+    leftover.write_bytes(b"half a checkpoint")
+    (folder / "final.zip").write_bytes(b"this is not a zip file")
+    newest = rotating_checkpoints(folder)[-1]
+    outcome = train(TrainRequest(tmp_path, "crashy", {"timesteps": 2048}, resume="crashy"), QUIET)
+    assert not leftover.exists()
+    assert outcome.record.resumed_from == str(newest)
+    assert outcome.record.total_timesteps == 4096 + 4096, (
+        "resumed from the 4096-step checkpoint, one rollout more"
+    )
+
+
+def test_existing_run_without_resume_is_refused_and_untouched(
+    tmp_path: Path, port_block: Callable[[int], int]
+) -> None:
+    port = port_block(2)
+    train(TrainRequest(tmp_path, "taken", small_run(port)), QUIET)
+    before = (tmp_path / "checkpoints" / "taken" / "run.json").read_text()
+    with pytest.raises(RunExists, match="--resume taken"):
+        train(TrainRequest(tmp_path, "taken", small_run(port)), QUIET)
+    assert (tmp_path / "checkpoints" / "taken" / "run.json").read_text() == before
+    forced = train(TrainRequest(tmp_path, "taken", small_run(port), force=True), QUIET)
+    assert forced.record.total_timesteps == 4096 and len(forced.record.sessions) == 1
+
+
+def test_bad_settings_and_sources_fail_before_anything_is_written(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="timesteps must be at least 1"):
+        train(TrainRequest(tmp_path, "bad", {"timesteps": 0}), QUIET)
+    with pytest.raises(CheckpointError, match="does not exist"):
+        train(TrainRequest(tmp_path, "bad", {}, resume=str(tmp_path / "missing.zip")), QUIET)
+    config = tmp_path / "settings.toml"
+    config.write_text("n_parallel = 2\nwarp_factor = 9\n")
+    with pytest.raises(ConfigError, match="unknown setting"):
+        train(TrainRequest(tmp_path, "bad", {}, config_file=config), QUIET)
+    assert not (tmp_path / "checkpoints" / "bad").exists()
+
+
+def test_config_file_then_flags(tmp_path: Path, port_block: Callable[[int], int]) -> None:
+    config = tmp_path / "settings.toml"
+    config.write_text(
+        'n-parallel = 1\nagents_per_instance = 4\nent_coef = 0.01\n[game_args]\ndifficulty = "0"\n'
+    )
+    outcome = train(
+        TrainRequest(
+            tmp_path,
+            "layered",
+            small_run(port_block(2), n_parallel=2) | {"ent_coef": 0.02},
+            config_file=config,
+        ),
+        QUIET,
+    )
+    settings = outcome.record.config
+    assert (settings.n_parallel, settings.agents_per_instance, settings.ent_coef) == (2, 2, 0.02)
+    assert settings.game_args == {"difficulty": "0"}
+
+
+def test_godot_style_game_with_mixed_actions_trains_through_game_bin(
+    tmp_path: Path, port_block: Callable[[int], int]
+) -> None:
+    game = tmp_path / "godot_game.x86_64"
+    game.write_text("#!/bin/sh\nexec " + " ".join(python_game("godot_style_game.py")) + ' "$@"\n')
+    game.chmod(0o755)
+    outcome = train(
+        TrainRequest(tmp_path, "godot", small_run(port_block(2), game_bin=str(game))), QUIET
+    )
+    assert outcome.status == "finished"
+    model = PPO.load(tmp_path / "checkpoints" / "godot" / "final.zip")
+    assert model.action_space.shape == (4,)
+
+
+def test_in_process_training_uses_the_same_num_envs(tmp_path: Path) -> None:
+    outcome = train(TrainRequest(tmp_path, "inproc", small_run(1, in_process=True)), QUIET)
+    assert outcome.status == "finished"
+    assert PPO.load(tmp_path / "checkpoints" / "inproc" / "final.zip").n_envs == 4
+
+
+def test_a_game_that_dies_ends_the_run_cleanly_with_final_saved(
+    tmp_path: Path, port_block: Callable[[int], int]
+) -> None:
+    game = tmp_path / "dying_game.x86_64"
+    game.write_text(
+        "#!/bin/sh\nexec "
+        + " ".join(python_game("faulty_game.py", "--fault=die", "--after=1500"))
+        + ' "$@"\n'
+    )
+    game.chmod(0o755)
+    outcome = train(
+        TrainRequest(
+            tmp_path, "dies", small_run(port_block(2), game_bin=str(game), timesteps=20000)
+        ),
+        QUIET,
+    )
+    assert outcome.status == "failed" and outcome.exit_code == 1
+    assert "game instance" in (outcome.error or "") and "exit code 3" in (outcome.error or "")
+    assert PPO.load(tmp_path / "checkpoints" / "dies" / "final.zip").num_timesteps > 0
+    assert RunRecord.load(tmp_path / "checkpoints" / "dies" / "run.json").status == "failed"
+
+
+def run_cli(home: Path, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "LANDER_HOME": str(home)}
+    return subprocess.run(
+        [str(LANDER), *args], capture_output=True, text=True, env=env, timeout=timeout, check=False
+    )
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["train", "../x", "--no-git"], "invalid run name"),
+        (["train", "a b", "--no-git"], "invalid run name"),
+        (["train", "", "--no-git"], "invalid run name"),
+        (["train", "r" * 200, "--no-git"], "invalid run name"),
+        (["train", "ok", "--timesteps", "-5", "--no-git"], "timesteps must be at least 1"),
+        (["train", "ok", "--n-parallel", "0", "--no-git"], "n-parallel must be at least 1"),
+        (["train", "ok", "--game-bin", "/no/such/game", "--no-git"], "does not exist"),
+        (["train", "ok", "--resume", "nothing-here", "--no-git"], "has no checkpoints"),
+    ],
+)
+def test_cli_user_mistakes_give_one_red_line_and_write_nothing(
+    tmp_path: Path, args: list[str], message: str
+) -> None:
+    result = run_cli(tmp_path, *args)
+    assert result.returncode != 0
+    assert message in result.stderr
+    assert "Traceback" not in result.stderr + result.stdout
+    assert len(result.stderr.strip().splitlines()) <= 2
+    assert not (tmp_path / "checkpoints").exists() or not any((tmp_path / "checkpoints").iterdir())
+
+
+def test_sigint_mid_run_saves_a_loadable_final_and_exits_zero(
+    tmp_path: Path, port_block: Callable[[int], int]
+) -> None:
+    env = {**os.environ, "LANDER_HOME": str(tmp_path)}
+    process = subprocess.Popen(
+        [str(LANDER), "train", "sig", "--no-git", "--timesteps", "10000000", "--n-parallel", "2",
+         "--agents-per-instance", "2", "--n-steps", "256", "--port", str(port_block(2))],
+        env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )  # fmt: skip
+    log = tmp_path / "logs" / "sig" / "train.log"
+    try:
+        wait_until(lambda: log.exists() and "steps=" in log.read_text(), 90, "the first rollout")
+        process.send_signal(signal.SIGINT)
+        output, _ = process.communicate(timeout=60)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    assert process.returncode == 0, output
+    record = RunRecord.load(tmp_path / "checkpoints" / "sig" / "run.json")
+    assert record.status == "interrupted"
+    model = PPO.load(tmp_path / "checkpoints" / "sig" / "final.zip")
+    assert model.num_timesteps == record.total_timesteps > 0

@@ -1,0 +1,72 @@
+"""Evaluation during training (``--eval-every``): the deterministic policy on the
+bundled game's physics, logged to TensorBoard as ``eval/*``."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+from stable_baselines3.common.base_class import BaseAlgorithm
+from stable_baselines3.common.callbacks import BaseCallback
+from stable_baselines3.common.vec_env import VecNormalize
+
+from training.evaluation import EvalResult, LanderSettings, Policy, evaluate_on_lander
+
+
+def model_policy(model: BaseAlgorithm, normalizer: VecNormalize | None = None) -> Policy:
+    """The deterministic policy of ``model`` as a batch function, normalising observations if needed."""
+
+    def act(obs: np.ndarray) -> np.ndarray:
+        if normalizer is not None:
+            obs = normalizer.normalize_obs(obs)
+        actions, _ = model.predict(obs, deterministic=True)
+        return np.asarray(actions)
+
+    return act
+
+
+class PeriodicEvaluation(BaseCallback):
+    """Evaluate every ``every`` steps and log the result.
+
+    :param every: steps between evaluations.
+    :param episodes: episodes per evaluation.
+    :param settings: the bundled game's settings (action type, repeat, difficulty).
+    :param normalizer: observation statistics of the training env, if any.
+    :param on_result: receives (timesteps, result) after each evaluation.
+    """
+
+    def __init__(
+        self,
+        every: int,
+        episodes: int,
+        settings: LanderSettings,
+        normalizer: VecNormalize | None = None,
+        on_result: Callable[[int, EvalResult], None] | None = None,
+    ) -> None:
+        super().__init__()
+        self.every = every
+        self.episodes = episodes
+        self.settings = settings
+        self.normalizer = normalizer
+        self.on_result = on_result
+        self._next_at = 0
+        self.results: list[tuple[int, EvalResult]] = []
+
+    def _on_training_start(self) -> None:
+        self._next_at = (self.num_timesteps // self.every + 1) * self.every
+
+    def _on_step(self) -> bool:
+        if self.num_timesteps >= self._next_at:
+            self._next_at = (self.num_timesteps // self.every + 1) * self.every
+            result = evaluate_on_lander(
+                model_policy(self.model, self.normalizer), self.episodes, settings=self.settings
+            )
+            self.results.append((self.num_timesteps, result))
+            self.logger.record("eval/mean_reward", result.mean_reward)
+            self.logger.record("eval/std_reward", result.std_reward)
+            self.logger.record("eval/success_rate", result.success_rate)
+            if result.normalized_score is not None:
+                self.logger.record("eval/normalized_score", result.normalized_score)
+            if self.on_result is not None:
+                self.on_result(self.num_timesteps, result)
+        return True
