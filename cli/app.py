@@ -115,6 +115,68 @@ def train(
     raise typer.Exit(code)
 
 
+@app.command()
+def export(
+    run: Annotated[str, typer.Argument(help="The run whose policy to export.")],
+    checkpoint: Annotated[
+        Path | None,
+        typer.Option(
+            help="A model .zip to export instead of the run's final or newest checkpoint."
+        ),
+    ] = None,
+) -> None:
+    """Write bots/RUN.json and bots/RUN.onnx, after proving both give the model's actions."""
+    from cli.bot_flow import export_and_report
+
+    export_and_report(project_root(), run, checkpoint)
+
+
+@app.command("eval")
+def evaluate(
+    target: Annotated[
+        str | None,
+        typer.Argument(
+            help="A run name or a bot .json file (not needed with --policy random|reference)."
+        ),
+    ] = None,
+    episodes: Annotated[int, typer.Option(help="Episodes to play.")] = 50,
+    policy: Annotated[
+        str, typer.Option(help="model (the target), random or reference (baselines).")
+    ] = "model",
+    game_bin: flags.GameBin = None,
+    port: Annotated[
+        int, typer.Option(help="Base TCP port when evaluating through --game-bin.")
+    ] = DEFAULT_PORT,
+    seed: Annotated[int, typer.Option(help="Seed of the evaluation episodes.")] = 1000,
+) -> None:
+    """Score a bot or run: one line of mean_reward, std_reward, success_rate, normalized_score."""
+    from cli.bot_flow import evaluate_and_report
+
+    evaluate_and_report(project_root(), target, episodes, policy, game_bin, port, seed)
+
+
+@app.command()
+def play(
+    bot: Annotated[Path, typer.Argument(help="A bot .json file (bots/RUN.json).")],
+    record: Annotated[
+        Path | None,
+        typer.Option(
+            help="Write a picture of the trajectories: FILE.png (paths) or FILE.gif (replay)."
+        ),
+    ] = None,
+    agents: Annotated[int, typer.Option(help="Landers flying at once.")] = 4,
+    seconds: Annotated[float, typer.Option(help="Game seconds to play.")] = 20.0,
+    seed: Annotated[int, typer.Option(help="Seed of the game.")] = 0,
+    speed: Annotated[
+        float, typer.Option(help="Game seconds per wall second in the live view.")
+    ] = 2.0,
+) -> None:
+    """Watch a bot fly the bundled game in the terminal, without torch; optionally record it."""
+    from cli.bot_flow import play_and_report
+
+    play_and_report(bot, record, agents, seconds, seed, speed)
+
+
 def main() -> None:
     """Console-script entry point."""
     app()

@@ -7,7 +7,9 @@ the same actions as the trained model. The format is documented in
 
 from __future__ import annotations
 
+import itertools
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -16,7 +18,7 @@ import numpy as np
 
 BOT_FORMAT = "lander-bot"
 BOT_FORMAT_VERSION = 1
-ACTIVATIONS = {
+ACTIVATIONS: dict[str, Callable[[np.ndarray], np.ndarray]] = {
     "tanh": np.tanh,
     "relu": lambda x: np.maximum(x, 0.0),
     "linear": lambda x: x,
@@ -128,21 +130,21 @@ class BotRunner:
         return x
 
     def act(self, obs: np.ndarray) -> np.ndarray:
-        """Deterministic actions for a batch of observations.
+        """Deterministic actions for a batch of observations (see :meth:`read_actions`)."""
+        return self.read_actions(self.network_output(obs))
+
+    def read_actions(self, output: np.ndarray) -> np.ndarray:
+        """Turn raw network outputs into actions, by the bot's rule.
 
         Continuous: the mean clipped to the bounds, shape (K, size). Discrete: the
         argmax, shape (K,). Multi-discrete: the argmax of each segment, shape (K, n).
+        The ONNX export's output is read the same way.
         """
-        output = self.network_output(obs)
         if self.action_type == "continuous":
             return np.clip(output, self.low, self.high).astype(np.float32)
         if self.action_type == "discrete":
             return np.argmax(output, axis=1)
         bounds = np.cumsum([0, *self.nvec])
         return np.stack(
-            [
-                np.argmax(output[:, a:b], axis=1)
-                for a, b in zip(bounds[:-1], bounds[1:], strict=True)
-            ],
-            axis=1,
+            [np.argmax(output[:, a:b], axis=1) for a, b in itertools.pairwise(bounds)], axis=1
         )

@@ -5,24 +5,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-import numpy as np
-from stable_baselines3.common.base_class import BaseAlgorithm
 from stable_baselines3.common.callbacks import BaseCallback
 from stable_baselines3.common.vec_env import VecNormalize
 
-from training.evaluation import EvalResult, LanderSettings, Policy, evaluate_on_lander
-
-
-def model_policy(model: BaseAlgorithm, normalizer: VecNormalize | None = None) -> Policy:
-    """The deterministic policy of ``model`` as a batch function, normalising observations if needed."""
-
-    def act(obs: np.ndarray) -> np.ndarray:
-        if normalizer is not None:
-            obs = normalizer.normalize_obs(obs)
-        actions, _ = model.predict(obs, deterministic=True)
-        return np.asarray(actions)
-
-    return act
+from training.evaluation import EvalResult, LanderSettings, evaluate_on_lander, model_policy
 
 
 class PeriodicEvaluation(BaseCallback):

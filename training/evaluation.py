@@ -14,6 +14,8 @@ from functools import cache
 from typing import Any
 
 import numpy as np
+from stable_baselines3.common.base_class import BaseAlgorithm
+from stable_baselines3.common.vec_env import VecEnv, VecNormalize
 
 from game_bridge.lander_game.controllers import (
     random_actions,
@@ -63,6 +65,15 @@ class LanderSettings:
     discrete: bool = False
     action_repeat: int = 6
     difficulty: int = 1
+
+    @classmethod
+    def from_game(cls, game_args: dict[str, str], action_repeat: int | None) -> LanderSettings:
+        """The settings a run passed to the bundled game (``--game-arg`` and ``--action-repeat``)."""
+        return cls(
+            discrete=game_args.get("action_type") == "discrete",
+            action_repeat=int(action_repeat or 6),
+            difficulty=int(game_args.get("difficulty", 1)),
+        )
 
 
 def play_episodes(
@@ -119,4 +130,39 @@ def evaluate_on_lander(
         float(successes.mean()),
         episodes,
         normalized_score(mean, settings),
+    )
+
+
+def model_policy(model: BaseAlgorithm, normalizer: VecNormalize | None = None) -> Policy:
+    """The deterministic policy of ``model`` as a batch function, normalising observations if needed."""
+
+    def act(obs: np.ndarray) -> np.ndarray:
+        inputs = normalizer.normalize_obs(obs) if normalizer is not None else obs
+        actions, _ = model.predict(inputs, deterministic=True)
+        return np.asarray(actions)
+
+    return act
+
+
+def evaluate_through_bridge(policy: Policy, env: VecEnv, episodes: int) -> EvalResult:
+    """Evaluate on any protocol game: play until ``episodes`` episodes have ended.
+
+    The games keep running their own episodes, so the first ``episodes`` to end
+    are counted, whichever agents they came from. No normalized score: only the
+    bundled game has known baselines.
+    """
+    running = np.zeros(env.num_envs)
+    returns: list[float] = []
+    successes: list[bool] = []
+    obs = env.reset()
+    while len(returns) < episodes:
+        obs, rewards, dones, infos = env.step(policy(np.asarray(obs)))
+        running += rewards
+        for index in np.flatnonzero(dones):
+            returns.append(float(running[index]))
+            successes.append(bool(infos[index].get("is_success", False)))
+            running[index] = 0.0
+    kept = np.asarray(returns[:episodes])
+    return EvalResult(
+        float(kept.mean()), float(kept.std()), float(np.mean(successes[:episodes])), episodes, None
     )

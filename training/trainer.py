@@ -37,6 +37,8 @@ from training.checkpoints import (
 )
 from training.config import ConfigError, TrainConfig, apply_overrides, load_config_file
 from training.environments import make_vec_env, wrap_normalization
+from training.eval_callback import PeriodicEvaluation
+from training.evaluation import EvalResult, LanderSettings
 from training.policy_tweaks import reset_action_std
 from training.run_paths import RunPaths
 from training.run_record import RunRecord, now_iso
@@ -300,6 +302,7 @@ def train(
         if on_checkpoint is not None:
             on_checkpoint(path, record)
 
+    evaluations = _periodic_evaluation(config, normalizer, record, log)
     checkpoints = RotatingCheckpoints(
         paths.checkpoints, config.checkpoint_every, config.keep_checkpoints, normalizer, saved
     )
@@ -308,7 +311,7 @@ def train(
         try:
             model.learn(
                 total_timesteps=config.timesteps,
-                callback=[stop, progress, checkpoints, *(extra_callbacks or [])],
+                callback=[stop, progress, checkpoints, *evaluations, *(extra_callbacks or [])],
                 reset_num_timesteps=False,
             )
         except BridgeError as exc:
@@ -343,6 +346,31 @@ def train(
         + message
     )
     return TrainOutcome(status, exit_code, record, error)
+
+
+def _periodic_evaluation(
+    config: TrainConfig,
+    normalizer: VecNormalize | None,
+    record: RunRecord,
+    log: Callable[[str], None],
+) -> list[BaseCallback]:
+    """``--eval-every``: evaluations on the bundled game's physics, kept in TensorBoard and run.json."""
+    if config.eval_every <= 0:
+        return []
+    if config.game_bin is not None:
+        log(
+            "--eval-every evaluates on the bundled game only; use `lander eval RUN --game-bin` for this game"
+        )
+        return []
+
+    def keep(steps: int, result: EvalResult) -> None:
+        log(f"evaluation at {steps} steps: {result.line()}")
+        best = record.extra.get("best_evaluation")
+        if best is None or result.mean_reward > best["mean_reward"]:
+            record.extra["best_evaluation"] = {"timesteps": steps, **result.to_dict()}
+
+    settings = LanderSettings.from_game(config.game_args, config.action_repeat)
+    return [PeriodicEvaluation(config.eval_every, config.eval_episodes, settings, normalizer, keep)]
 
 
 def _start_record(plan: TrainPlan, request: TrainRequest, model: PPO) -> RunRecord:

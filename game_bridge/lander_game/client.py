@@ -13,6 +13,7 @@ import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -42,6 +43,7 @@ class GameSettings:
     agents: int = 1
     action_type: str = "continuous"
     difficulty: int = 1
+    bot: str = ""  # a bot JSON to play without a trainer
 
 
 def parse_arguments(argv: list[str]) -> GameSettings:
@@ -62,6 +64,7 @@ def parse_arguments(argv: list[str]) -> GameSettings:
     settings.agents = int(values.get("agents", settings.agents))
     settings.action_type = values.get("action_type", settings.action_type)
     settings.difficulty = int(values.get("difficulty", settings.difficulty))
+    settings.bot = values.get("bot", "")
     if settings.action_type not in ("continuous", "discrete"):
         raise ValueError(
             f"--action_type must be continuous or discrete, got {settings.action_type!r}"
@@ -221,6 +224,30 @@ def serve(game: LanderGame, sock: socket.socket) -> None:
             return
 
 
+def play_alone(settings: GameSettings) -> int:
+    """``--bot=FILE``: play one episode with a bot and print its result, no trainer needed."""
+    from game_bridge.bot_runner import BotFormatError, BotRunner
+    from game_bridge.lander_game.play import play_bot
+
+    try:
+        bot = BotRunner.from_file(Path(settings.bot))
+    except BotFormatError as exc:
+        print(f"lander-game: {exc}", file=sys.stderr)
+        return 2
+    trace = play_bot(
+        bot,
+        settings.agents,
+        seed=settings.seed,
+        action_repeat=settings.action_repeat,
+        difficulty=settings.difficulty,
+    )
+    mean = float(np.mean(trace.returns)) if trace.returns else float("nan")
+    print(
+        f"episodes={len(trace.returns)} mean_reward={mean:.2f} success_rate={np.mean(trace.successes):.2f}"
+    )
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of ``lander-game``."""
     try:
@@ -228,6 +255,8 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as exc:
         print(f"lander-game: {exc}", file=sys.stderr)
         return 2
+    if settings.bot:
+        return play_alone(settings)
     try:
         sock = _connect(settings.port)
     except OSError as exc:

@@ -1,0 +1,126 @@
+"""The bot commands: export a run, evaluate a bot or a run, play a bot.
+
+Each turns user mistakes (a missing run, a broken bot file) into one red line.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from cli.console import console, fail
+from cli.git_sync import current_commit
+from game_bridge.bot_runner import BotFormatError, BotRunner
+from game_bridge.errors import BridgeError
+from training.bots import (
+    EvalTarget,
+    bot_target,
+    evaluate_target,
+    export_run,
+    lander_settings,
+    run_target,
+)
+from training.checkpoints import CheckpointError
+from training.eval_history import champion_bot_path, record_evaluation
+from training.evaluation import LanderSettings, evaluate_on_lander
+from training.export import ExportError
+from training.run_paths import InvalidRunName
+
+BOT_ERRORS = (BotFormatError, BridgeError, CheckpointError, ExportError, InvalidRunName)
+
+
+def export_and_report(root: Path, run: str, checkpoint: Path | None) -> None:
+    """``lander export``: write the bot files and say how close they are to the model."""
+    if checkpoint is not None and not checkpoint.is_file():
+        fail(f"checkpoint {str(checkpoint)!r} does not exist")
+    try:
+        result = export_run(root, run, checkpoint, console)
+    except BOT_ERRORS as exc:
+        fail(str(exc))
+    console.print(
+        f"exported {result.bot_json} and {result.bot_onnx}: over {result.bot_parity.samples:,} observations "
+        f"numpy max |diff| {result.bot_parity.max_abs_diff:.1e}, onnxruntime max |diff| "
+        f"{result.onnx_parity.max_abs_diff:.1e}, discrete agreement {result.onnx_parity.agreement:.0%}"
+    )
+
+
+def _baseline(policy: str, episodes: int, seed: int) -> None:
+    import numpy as np
+
+    from game_bridge.lander_game.controllers import random_actions, reference_actions
+
+    settings = LanderSettings()
+    rng = np.random.default_rng(seed)
+    chosen = (
+        reference_actions
+        if policy == "reference"
+        else (lambda o: random_actions(rng, len(o), False))
+    )
+    console.print(evaluate_on_lander(chosen, episodes, seed, settings).line())
+
+
+def _target(root: Path, target: str) -> EvalTarget:
+    as_path = Path(target)
+    if as_path.suffix == ".json" or as_path.is_file():
+        return bot_target(as_path)
+    return run_target(root, target, console)
+
+
+def evaluate_and_report(
+    root: Path,
+    target: str | None,
+    episodes: int,
+    policy: str,
+    game_bin: Path | None,
+    port: int,
+    seed: int,
+) -> None:
+    """``lander eval``: print the one-line score and record it in the evaluation history."""
+    if episodes < 1:
+        fail(f"--episodes must be at least 1, got {episodes}")
+    if policy in ("random", "reference"):
+        _baseline(policy, episodes, seed)
+        return
+    if policy != "model":
+        fail(f"--policy must be model, random or reference, got {policy!r}")
+    if target is None:
+        fail("name a run or a bot .json file to evaluate (or use --policy random|reference)")
+    try:
+        chosen = _target(root, target)
+        result = evaluate_target(chosen, episodes, game_bin, port, seed)
+    except BOT_ERRORS as exc:
+        fail(str(exc))
+    console.print(result.line())
+    recorded = record_evaluation(
+        root, chosen.run, chosen.timesteps, chosen.bot, result, current_commit(root)
+    )
+    if recorded.champion_changed:
+        where = f"; {champion_bot_path(root)} updated" if chosen.bot else ""
+        console.print(f"[green]new champion[/] (evaluation {recorded.index}){where}")
+
+
+def play_and_report(
+    bot_path: Path, record: Path | None, agents: int, seconds: float, seed: int, speed: float
+) -> None:
+    """``lander play``: fly the bot, print its episodes, write the picture if asked."""
+    from game_bridge.lander_game.play import play_bot, record_picture
+
+    if record is not None and record.suffix.lower() not in (".png", ".gif"):
+        fail(f"--record writes a .png or .gif file, not {record.name!r}")
+    if agents < 1 or seconds <= 0 or speed <= 0:
+        fail("--agents must be at least 1, --seconds and --speed positive")
+    try:
+        bot = BotRunner.from_file(bot_path)
+    except BotFormatError as exc:
+        fail(str(exc))
+    settings = lander_settings(bot.spec.get("trained_with") or {})
+    trace = play_bot(
+        bot, agents, seconds, seed, settings.action_repeat, settings.difficulty, console, speed
+    )
+    if trace.returns:
+        mean = sum(trace.returns) / len(trace.returns)
+        rate = sum(trace.successes) / len(trace.successes)
+        console.print(
+            f"{len(trace.returns)} episode(s): mean_reward={mean:.2f} success_rate={rate:.2f}"
+        )
+    if record is not None:
+        console.print(f"recorded {record_picture(trace, record)}")

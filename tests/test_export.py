@@ -1,0 +1,236 @@
+"""Export, evaluation and play: parity of the numpy bot and ONNX with the model,
+the evaluation history and champion, and a bot the game plays."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import onnx
+import onnxruntime
+import pytest
+from PIL import Image
+from rich.console import Console
+from stable_baselines3 import PPO
+from stable_baselines3.common.vec_env import VecNormalize
+
+from game_bridge.bot_runner import BotFormatError, BotRunner
+from tests.conftest import REPO_ROOT
+from training import export as export_module
+from training.bots import bot_target, evaluate_target, run_target
+from training.config import TrainConfig
+from training.environments import make_vec_env
+from training.eval_history import champion_bot_path, load_history, record_evaluation
+from training.evaluation import EvalResult, evaluate_on_lander
+from training.export import ExportError, decisive, export_policy
+from training.trainer import TrainRequest, train
+
+LANDER = REPO_ROOT / ".venv" / "bin" / "lander"
+QUIET = Console(file=open(os.devnull, "w"))  # noqa: SIM115 (lives for the whole module)
+
+
+def briefly_trained(action_type: str, normalize: bool = False) -> tuple[PPO, VecNormalize | None]:
+    config = TrainConfig(
+        in_process=True, n_parallel=1, agents_per_instance=4, game_args={"action_type": action_type}
+    )
+    env = make_vec_env(config)
+    normalizer = VecNormalize(env, norm_reward=False) if normalize else None
+    model = PPO(
+        "MlpPolicy",
+        normalizer or env,
+        n_steps=256,
+        batch_size=256,
+        n_epochs=2,
+        seed=3,
+        device="cpu",
+    )
+    model.learn(2048)
+    return model, normalizer
+
+
+@pytest.mark.parametrize(
+    ("action_type", "normalize"), [("continuous", False), ("continuous", True), ("discrete", False)]
+)
+def test_numpy_bot_and_onnx_give_the_models_deterministic_actions(
+    tmp_path: Path, action_type: str, normalize: bool
+) -> None:
+    model, normalizer = briefly_trained(action_type, normalize)
+    result = export_policy(
+        model, normalizer, "parity", tmp_path / "parity.json", tmp_path / "parity.onnx"
+    )
+    assert result.bot_parity.samples == 10_000
+    obs = np.random.default_rng(7).uniform(-1, 1, (10_000, 7)).astype(np.float32)
+    expected, _ = model.predict(
+        normalizer.normalize_obs(obs) if normalizer else obs, deterministic=True
+    )
+    bot = BotRunner.from_file(tmp_path / "parity.json")
+    session = onnxruntime.InferenceSession(str(tmp_path / "parity.onnx"))
+    output, state = session.run(
+        None, {"obs": obs, "state_ins": np.zeros(len(obs), dtype=np.float32)}
+    )
+    if action_type == "continuous":
+        assert np.max(np.abs(bot.act(obs) - expected)) <= 1e-5
+        assert np.max(np.abs(np.clip(output, -1, 1) - expected)) <= 1e-5
+    else:
+        # Identical wherever the two best logits are not a float32 near-tie.
+        mask = decisive(bot, obs)
+        assert mask.mean() > 0.998
+        assert np.array_equal(bot.act(obs)[mask], expected[mask])
+        assert np.array_equal(np.argmax(output, axis=1)[mask], expected[mask])
+    assert state.shape == (10_000,)
+    spec = json.loads((tmp_path / "parity.json").read_text())
+    assert (spec["observation"]["normalization"] is not None) == normalize
+
+
+def test_onnx_file_has_the_plugin_layout(tmp_path: Path) -> None:
+    model, _ = briefly_trained("continuous")
+    export_policy(model, None, "layout", tmp_path / "layout.json", tmp_path / "layout.onnx")
+    graph = onnx.load(str(tmp_path / "layout.onnx"))
+    onnx.checker.check_model(graph)
+    assert [o.version for o in graph.opset_import if o.domain in ("", "ai.onnx")] == [17]
+
+    def dims(value: onnx.ValueInfoProto) -> list[str | int]:
+        return [d.dim_param or d.dim_value for d in value.type.tensor_type.shape.dim]
+
+    inputs = {i.name: dims(i) for i in graph.graph.input}
+    outputs = {o.name: dims(o) for o in graph.graph.output}
+    assert inputs == {"obs": ["batch_size", 7], "state_ins": ["batch_size"]}
+    assert outputs == {"output": ["batch_size", 2], "state_outs": ["batch_size"]}
+
+
+def test_export_refuses_a_bot_that_fails_parity(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    model, _ = briefly_trained("continuous")
+    original = export_module.build_bot_spec
+
+    def tampered(*args: object, **kwargs: object) -> dict:
+        spec = original(*args, **kwargs)  # type: ignore[arg-type]
+        spec["layers"][-1]["biases"][0] += 0.01
+        return spec
+
+    monkeypatch.setattr(export_module, "build_bot_spec", tampered)
+    with pytest.raises(ExportError, match="bot JSON disagrees"):
+        export_policy(model, None, "bad", tmp_path / "bad.json", tmp_path / "bad.onnx")
+    assert not (tmp_path / "bad.json").exists() and not (tmp_path / "bad.onnx").exists()
+
+
+def test_bot_runner_needs_no_torch() -> None:
+    code = "import sys, game_bridge.bot_runner, game_bridge.lander_game.play; assert 'torch' not in sys.modules"
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
+
+
+def test_bot_with_wrong_shapes_is_refused(tmp_path: Path) -> None:
+    model, _ = briefly_trained("continuous")
+    export_policy(model, None, "shape", tmp_path / "shape.json", tmp_path / "shape.onnx")
+    spec = json.loads((tmp_path / "shape.json").read_text())
+    spec["layers"][1]["weights"] = [row[:-1] for row in spec["layers"][1]["weights"]]
+    broken = tmp_path / "broken.json"
+    broken.write_text(json.dumps(spec))
+    with pytest.raises(BotFormatError, match="layer 1"):
+        BotRunner.from_file(broken)
+    result = subprocess.run(
+        [str(LANDER), "eval", str(broken)], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert (
+        result.returncode != 0 and "layer 1" in result.stderr and "Traceback" not in result.stderr
+    )
+
+
+def test_champion_changes_at_the_first_second_and_fourth_evaluation(tmp_path: Path) -> None:
+    changes = []
+    for index, reward in enumerate([50, 80, 60, 90, 70], start=1):
+        bot = tmp_path / "bots" / f"e{index}.json"
+        bot.parent.mkdir(exist_ok=True)
+        bot.write_text(json.dumps({"evaluation": index}))
+        result = EvalResult(float(reward), 1.0, 0.5, 10, None)
+        if record_evaluation(
+            tmp_path, f"e{index}", index * 100, bot, result, None
+        ).champion_changed:
+            changes.append(index)
+    assert changes == [1, 2, 4]
+    history = load_history(tmp_path)
+    assert len(history["evaluations"]) == 5
+    assert history["champion"]["run"] == "e4" and history["champion"]["evaluation"] == 4
+    assert json.loads(champion_bot_path(tmp_path).read_text()) == {"evaluation": 4}
+
+
+def test_trained_run_exports_a_bot_that_scores_as_its_checkpoint(
+    tmp_path: Path, port_block: Callable[[int], int]
+) -> None:
+    overrides = {
+        "timesteps": 8192,
+        "n_parallel": 2,
+        "agents_per_instance": 4,
+        "port": port_block(2),
+    }
+    train(TrainRequest(tmp_path, "scored", overrides), QUIET)
+    checkpoint = run_target(tmp_path, "scored")  # no bot yet: the checkpoint itself
+    from training.bots import export_run
+
+    export_run(tmp_path, "scored")
+    bot = bot_target(tmp_path / "bots" / "scored.json")
+    from_checkpoint = evaluate_target(checkpoint, 32, None, 0)
+    from_bot = evaluate_target(bot, 32, None, 0)
+    assert from_bot.mean_reward == pytest.approx(from_checkpoint.mean_reward, rel=1e-3)
+    assert from_bot.success_rate == from_checkpoint.success_rate
+
+
+def test_evaluation_normalizes_random_to_zero_and_reference_to_one() -> None:
+    from game_bridge.lander_game.controllers import random_actions, reference_actions
+
+    rng = np.random.default_rng(12345)
+    reference = evaluate_on_lander(reference_actions, 200, seed=12345)
+    random = evaluate_on_lander(lambda o: random_actions(rng, len(o), False), 200, seed=12345)
+    assert reference.normalized_score == pytest.approx(1.0)
+    assert random.normalized_score == pytest.approx(0.0)
+
+
+def run_cli(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "LANDER_HOME": str(home)}
+    return subprocess.run(
+        [str(LANDER), *args], capture_output=True, text=True, env=env, timeout=300, check=False
+    )
+
+
+def test_train_flow_exports_evaluates_and_play_records_headless(
+    tmp_path: Path, port_block: Callable[[int], int]
+) -> None:
+    result = run_cli(
+        tmp_path, "train", "flow", "--no-git", "--timesteps", "4096", "--n-parallel", "2",
+        "--agents-per-instance", "2", "--n-steps", "1024", "--port", str(port_block(2)),
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert (tmp_path / "bots" / "flow.json").is_file() and (
+        tmp_path / "bots" / "flow.onnx"
+    ).is_file()
+    history = load_history(tmp_path)
+    assert history["evaluations"][-1]["run"] == "flow"
+    assert champion_bot_path(tmp_path).is_file()
+    evaluated = run_cli(tmp_path, "eval", "flow", "--episodes", "8")
+    assert evaluated.returncode == 0
+    line = evaluated.stdout.strip().splitlines()[0]
+    assert line.startswith("mean_reward=") and "std_reward=" in line and "success_rate=" in line
+    assert "normalized_score=" in line
+    for picture in ("flight.png", "flight.gif"):
+        played = run_cli(
+            tmp_path,
+            "play",
+            str(tmp_path / "bots" / "flow.json"),
+            "--record",
+            str(tmp_path / picture),
+            "--seconds",
+            "25",
+        )
+        assert played.returncode == 0, played.stderr
+        with Image.open(tmp_path / picture) as image:
+            assert image.size == (800, 600)
+            colors = image.convert("RGB").getcolors(maxcolors=1 << 16)
+            assert colors is not None and len(colors) > 3, (
+                "the picture shows trajectories, not a blank canvas"
+            )

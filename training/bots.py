@@ -1,0 +1,125 @@
+"""The glue between a run and its bot: export a run's checkpoint with the run's
+settings, and evaluate a bot or a checkpoint on the game it was trained on."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+
+from game_bridge.bot_runner import BotRunner
+from game_bridge.launcher import LaunchConfig, game_command
+from game_bridge.vec_env import GameVecEnv
+from training.checkpoints import find_resume_point
+from training.config import TrainConfig
+from training.evaluation import (
+    EvalResult,
+    LanderSettings,
+    Policy,
+    evaluate_on_lander,
+    evaluate_through_bridge,
+    model_policy,
+)
+from training.export import ExportResult, export_policy
+from training.run_paths import RunPaths
+from training.run_record import RunRecord
+from training.trainer import load_for_inference
+
+
+def trained_with(config: TrainConfig) -> dict[str, Any]:
+    """The game settings a bot needs to be played or evaluated as it was trained."""
+    return {
+        "game_bin": config.game_bin,
+        "game_args": dict(config.game_args),
+        "action_repeat": config.action_repeat,
+        "agents_per_instance": config.agents_per_instance,
+    }
+
+
+def lander_settings(trained: dict[str, Any]) -> LanderSettings:
+    """The bundled game's settings from a bot's ``trained_with``."""
+    return LanderSettings.from_game(trained.get("game_args") or {}, trained.get("action_repeat"))
+
+
+def export_run(
+    root: Path, run: str, checkpoint: Path | None = None, console: Console | None = None
+) -> ExportResult:
+    """Export a run's model (``checkpoint``, else its final or newest valid one) to ``bots/``.
+
+    :raises CheckpointError, ExportError: nothing to export, or parity failed.
+    """
+    paths = RunPaths(root, run)
+    model_path = (
+        checkpoint if checkpoint is not None else find_resume_point(root, run, console).model
+    )
+    record = RunRecord.load(paths.run_json) if paths.run_json.exists() else None
+    model, normalizer = load_for_inference(model_path)
+    return export_policy(
+        model,
+        normalizer,
+        run,
+        paths.bot_json,
+        paths.bot_onnx,
+        git_commit=record.git_commit if record else None,
+        trained_with=trained_with(record.config) if record else None,
+    )
+
+
+@dataclass(frozen=True)
+class EvalTarget:
+    """What is evaluated: a policy, its name, and where it came from."""
+
+    policy: Policy
+    run: str | None
+    timesteps: int | None
+    bot: Path | None
+    trained: dict[str, Any]
+
+
+def bot_target(path: Path) -> EvalTarget:
+    """A bot JSON file as an evaluation target (played with numpy alone)."""
+    bot = BotRunner.from_file(path)
+    spec = bot.spec
+    return EvalTarget(
+        bot.act, spec.get("run"), spec.get("timesteps"), path, spec.get("trained_with") or {}
+    )
+
+
+def run_target(root: Path, run: str, console: Console | None = None) -> EvalTarget:
+    """A run as an evaluation target: its exported bot if there is one, else its checkpoint."""
+    paths = RunPaths(root, run)
+    if paths.bot_json.exists():
+        return bot_target(paths.bot_json)
+    point = find_resume_point(root, run, console)
+    model, normalizer = load_for_inference(point.model)
+    record = RunRecord.load(paths.run_json) if paths.run_json.exists() else None
+    trained = trained_with(record.config) if record else {}
+    return EvalTarget(model_policy(model, normalizer), run, int(model.num_timesteps), None, trained)
+
+
+def evaluate_target(
+    target: EvalTarget, episodes: int, game_bin: Path | None, port: int, seed: int = 1000
+) -> EvalResult:
+    """Evaluate on the bundled game in-process, or on ``game_bin`` (else the bot's own game) through the bridge."""
+    chosen = str(game_bin) if game_bin is not None else target.trained.get("game_bin")
+    if chosen is None:
+        return evaluate_on_lander(target.policy, episodes, seed, lander_settings(target.trained))
+    game_args = {
+        "agents": str(target.trained.get("agents_per_instance") or 1),
+        **(target.trained.get("game_args") or {}),
+    }
+    env = GameVecEnv(
+        LaunchConfig(
+            command=game_command(chosen),
+            base_port=port,
+            seed=seed,
+            action_repeat=target.trained.get("action_repeat"),
+            game_args=game_args,
+        )
+    )
+    try:
+        return evaluate_through_bridge(target.policy, env, episodes)
+    finally:
+        env.close()
