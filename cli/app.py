@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import sys
 from pathlib import Path
 from typing import Annotated
 
@@ -88,27 +90,8 @@ def train(
     """Train RUN in the foreground: PPO against the games, checkpoints, final save on Ctrl-C."""
     from cli.run_flow import run_training
 
-    overrides = flags.collect_overrides(
-        timesteps=timesteps,
-        n_parallel=n_parallel,
-        agents_per_instance=agents_per_instance,
-        speedup=speedup,
-        action_repeat=action_repeat,
-        port=port,
-        seed=seed,
-        game_bin=game_bin,
-        game_arg=game_arg,
-        in_process=in_process,
-        ent_coef=ent_coef,
-        learning_rate=learning_rate,
-        n_steps=n_steps,
-        batch_size=batch_size,
-        checkpoint_every=checkpoint_every,
-        eval_every=eval_every,
-        push_every=push_every,
-        device=device,
-        read_timeout=read_timeout,
-    )
+    params = {name: value for name, value in locals().items() if name in flags.CONFIG_FLAGS}
+    overrides = flags.collect_overrides(**params)
     code = run_training(
         project_root(), run, overrides, config, resume, reset_std, force, use_git=not no_git
     )
@@ -175,6 +158,166 @@ def play(
     from cli.bot_flow import play_and_report
 
     play_and_report(bot, record, agents, seconds, seed, speed)
+
+
+PASSTHROUGH = {"allow_extra_args": True, "ignore_unknown_options": True}
+TbHost = Annotated[
+    str, typer.Option(help="Address TensorBoard listens on (0.0.0.0: the whole LAN).")
+]
+TbPort = Annotated[int, typer.Option(help="TensorBoard port.")]
+
+
+def _checked_train_args(ctx: typer.Context, run: str, args: list[str]) -> None:
+    """Parse ``args`` as ``lander train`` would and plan the run without writing, so a
+    mistake is one red line here, not a tmux window that dies."""
+    from cli.run_flow import USER_ERRORS
+    from training.trainer import TrainRequest, plan_training
+
+    group = typer.main.get_command(app)
+    assert isinstance(group, typer.core.TyperGroup)
+    train_command = group.commands["train"]
+    try:
+        params = train_command.make_context("train", [run, *args], parent=ctx).params
+    except typer.TyperException as exc:  # click's usage errors (typer vendors click)
+        fail(getattr(exc, "format_message", exc.__str__)())
+    request = TrainRequest(
+        root=project_root(),
+        run=params["run"],
+        overrides=flags.collect_overrides(
+            **{k: v for k, v in params.items() if k in flags.CONFIG_FLAGS}
+        ),
+        config_file=params["config"],
+        resume=params["resume"],
+        force=params["force"],
+        reset_std=params["reset_std"],
+    )
+    try:
+        plan_training(request)
+    except USER_ERRORS as exc:
+        fail(str(exc))
+
+
+@app.command(context_settings=PASSTHROUGH)
+def start(
+    ctx: typer.Context,
+    run: Annotated[
+        str, typer.Argument(help="Run name: letters, digits, '-', '_', '.' (at most 64).")
+    ],
+    tb_host: TbHost = "0.0.0.0",
+    tb_port: TbPort = 6006,
+) -> None:
+    """Start RUN in a detached tmux session (train + dashboard); attach if it already runs.
+
+    Any `lander train` flag may follow, e.g. `lander start run03 --timesteps 20000000 --n-parallel 14`.
+    """
+    from cli.operations import start_in_tmux
+    from cli.tmux_sessions import TRAIN_WINDOW, find_session, window_alive
+
+    _valid_run(run)
+    session = find_session(run)
+    if session is None or not window_alive(session, TRAIN_WINDOW):
+        _checked_train_args(ctx, run, list(ctx.args))
+    start_in_tmux(project_root(), run, list(ctx.args), tb_host, tb_port)
+
+
+@app.command(context_settings=PASSTHROUGH)
+def resume(
+    ctx: typer.Context,
+    run: Annotated[
+        str | None, typer.Argument(help="The run to resume (default: the newest run).")
+    ] = None,
+    as_run: Annotated[
+        str | None,
+        typer.Option(
+            "--as", help="Resume into a new run of this name (a branch); default: continue RUN."
+        ),
+    ] = None,
+    tb_host: TbHost = "0.0.0.0",
+    tb_port: TbPort = 6006,
+) -> None:
+    """Resume a run in tmux, e.g. `lander resume run03 --as run04 --ent-coef 0.001 --reset-std 0.3`."""
+    from cli.operations import newest_run, start_in_tmux
+
+    root = project_root()
+    extra = list(ctx.args)
+    if run is not None and run.startswith("-"):
+        # With no RUN given, click hands the first train flag to RUN: put it back.
+        run, extra = None, [run, *extra]
+    source = run or newest_run(root)
+    if source is None:
+        fail("no runs in checkpoints/ to resume")
+    _valid_run(source)
+    target = _valid_run(as_run) if as_run else source
+    args = ["--resume", source, *extra]
+    _checked_train_args(ctx, target, args)
+    start_in_tmux(root, target, args, tb_host, tb_port)
+
+
+@app.command()
+def stop(
+    run: Annotated[str, typer.Argument(help="The run to stop.")],
+    timeout: Annotated[
+        float, typer.Option(help="Seconds to wait for the final save, export and push.")
+    ] = 300.0,
+) -> None:
+    """Stop RUN gracefully: Ctrl-C, then wait for the final checkpoint, the export and the push."""
+    from cli.operations import stop_run
+
+    stop_run(project_root(), _valid_run(run), timeout)
+
+
+@app.command()
+def status() -> None:
+    """A table of runs: state, steps, fps, reward, last checkpoint, best evaluation, pushed or not."""
+    from cli.status_table import status_table
+
+    console.print(status_table(project_root()))
+
+
+@app.command()
+def attach(
+    run: Annotated[str, typer.Argument(help="The run whose tmux session to attach.")],
+) -> None:
+    """Attach this terminal to RUN's tmux session (detach with Ctrl-b d)."""
+    from cli.tmux_sessions import attach as attach_session
+    from cli.tmux_sessions import find_session
+
+    session = find_session(_valid_run(run))
+    if session is None:
+        fail(f"run {run} has no tmux session here")
+    if not sys.stdin.isatty():
+        fail("attach needs a terminal")
+    attach_session(session)
+
+
+@app.command()
+def dashboard(
+    host: TbHost = "0.0.0.0",
+    port: TbPort = 6006,
+) -> None:
+    """Serve TensorBoard over logs/ in the foreground (every run's curves)."""
+    from cli.dashboard import dashboard_url, tensorboard_command
+
+    command = tensorboard_command(project_root(), host, port)
+    console.print(f"dashboard: {dashboard_url(host, port)}")
+    os.execv(command[0], command)
+
+
+@app.command()
+def push() -> None:
+    """Commit and push whatever runs left unpushed (their folders, bots and the evaluation history)."""
+    from cli.operations import push_everything
+
+    push_everything(project_root())
+
+
+def _valid_run(name: str) -> str:
+    from training.run_paths import InvalidRunName, validate_run_name
+
+    try:
+        return validate_run_name(name)
+    except InvalidRunName as exc:
+        fail(str(exc))
 
 
 def main() -> None:

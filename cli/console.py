@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import sys
 from typing import NoReturn
 
 import typer
 from rich.console import Console
 
-console = Console(highlight=False)
-error_console = Console(stderr=True, highlight=False)
+# Off a terminal (tmux logs, CI, pipes) rich would wrap at 80 columns and cut
+# the status table; a wide fixed width keeps every column readable.
+console = Console(highlight=False, width=None if sys.stdout.isatty() else 160)
+error_console = Console(stderr=True, highlight=False, width=None if sys.stderr.isatty() else 160)
 
 
 def fail(message: str, code: int = 1) -> NoReturn:

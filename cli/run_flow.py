@@ -1,9 +1,10 @@
 """The run flow of ``lander train``: pull, train, export, evaluate, commit, push.
 
 User mistakes (a bad name, a missing checkpoint, a bad setting, a game that will
-not start) end as one red line and a non-zero exit, before anything is written.
-After training, whatever happened, the bot is exported and evaluated when a
-final model exists, so an interrupted run still leaves a playable bot.
+not start, another trainer in this checkout) end as one red line and a non-zero
+exit before anything is written. After training, whatever happened, the bot is
+exported and evaluated when a final model exists, and the run's files are
+committed and pushed, so an interrupted run still reaches every machine.
 """
 
 from __future__ import annotations
@@ -12,7 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from cli.console import console, fail
-from cli.git_sync import current_commit
+from cli.git_sync import GitSyncError, commit_run, current_commit, pull, push
+from cli.trainer_lock import TrainerBusy, TrainerLock
 from game_bridge.errors import BridgeError
 from training.bots import evaluate_target, export_run, run_target
 from training.checkpoints import CheckpointError
@@ -21,6 +23,7 @@ from training.eval_history import record_evaluation
 from training.export import ExportError
 from training.policy_tweaks import PolicyTweakError
 from training.run_paths import InvalidRunName, RunPaths
+from training.run_record import RunRecord
 from training.trainer import TrainOutcome, TrainRequest, train
 
 USER_ERRORS = (ConfigError, CheckpointError, BridgeError, InvalidRunName, PolicyTweakError)
@@ -37,22 +40,61 @@ def run_training(
     use_git: bool,
 ) -> int:
     """Run the whole flow for one session; return the process exit code."""
-    request = TrainRequest(
-        root=root,
-        run=run,
-        overrides=overrides,
-        config_file=config_file,
-        resume=resume,
-        force=force,
-        reset_std=reset_std,
-        git_commit=current_commit(root),
-    )
     try:
-        outcome = train(request, console)
-    except USER_ERRORS as exc:
+        RunPaths(root, run)
+        with TrainerLock(root, run):
+            if use_git:
+                console.print(f"git: {pull(root)}")
+            request = TrainRequest(
+                root=root,
+                run=run,
+                overrides=overrides,
+                config_file=config_file,
+                resume=resume,
+                force=force,
+                reset_std=reset_std,
+                git_commit=current_commit(root),
+            )
+            mid_run = _mid_run_pusher(root, run) if use_git else None
+            outcome = train(request, console, on_checkpoint=mid_run)
+            finish_run(root, run, outcome)
+            if use_git:
+                publish(root, run, outcome.record)
+    except (*USER_ERRORS, TrainerBusy, GitSyncError) as exc:
         fail(str(exc))
-    finish_run(root, run, outcome)
     return outcome.exit_code
+
+
+def _mid_run_pusher(root: Path, run: str) -> Any:
+    """Every ``push_every`` checkpoints, commit and push what the run has so far."""
+    saved = 0
+
+    def on_checkpoint(path: Path, record: RunRecord) -> None:
+        nonlocal saved
+        saved += 1
+        every = record.config.push_every
+        if every > 0 and saved % every == 0:
+            publish(root, run, record, f"checkpoint {path.name}")
+
+    return on_checkpoint
+
+
+def commit_message(run: str, record: RunRecord, what: str | None = None) -> str:
+    """``run03: 600,000 steps, reward 251.3 (finished)``."""
+    reward = record.extra.get("last_reward")
+    reward_text = f", reward {reward:.1f}" if isinstance(reward, int | float) else ""
+    return f"{run}: {record.total_timesteps:,} steps{reward_text} ({what or record.status})"
+
+
+def publish(root: Path, run: str, record: RunRecord, what: str | None = None) -> None:
+    """Commit the run's files and push, reporting each step; never raises for a failed push."""
+    sha = commit_run(root, run, commit_message(run, record, what))
+    if sha is None:
+        console.print("git: nothing new to commit")
+    else:
+        console.print(f"git: committed {sha[:10]} ({commit_message(run, record, what)})")
+    result = push(root)
+    console.print(("[green]" if result.pushed else "[yellow]") + f"git: {result.message}")
 
 
 def finish_run(root: Path, run: str, outcome: TrainOutcome) -> None:

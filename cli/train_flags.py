@@ -105,6 +105,16 @@ Force = Annotated[
 NoGit = Annotated[bool, typer.Option("--no-git", help="Skip git pull, commit and push.")]
 
 
+CONFIG_FLAGS = frozenset(
+    {
+        "timesteps", "n_parallel", "agents_per_instance", "speedup", "action_repeat", "port", "seed",
+        "game_bin", "game_arg", "in_process", "ent_coef", "learning_rate", "n_steps", "batch_size",
+        "checkpoint_every", "eval_every", "push_every", "device", "read_timeout",
+    }
+)  # fmt: skip
+"""The train flags that are ``TrainConfig`` settings (the rest steer the session)."""
+
+
 def parse_game_args(pairs: list[str] | None) -> dict[str, str]:
     """``["difficulty=2", "level=a"]`` to ``{"difficulty": "2", "level": "a"}``.
 

@@ -1,0 +1,89 @@
+"""``lander status``: one row per run, from ``checkpoints/*/run.json``, the
+evaluation history, git and (on this machine) tmux. Works after a ``git pull``
+on a machine where no run ever trained."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from rich.table import Table
+
+from cli.git_sync import run_push_state
+from cli.tmux_sessions import TRAIN_WINDOW, find_session, window_alive
+from cli.trainer_lock import holder
+from training.eval_history import load_history
+from training.run_record import RunRecord
+
+
+def _state(record: RunRecord, training_here: str | None) -> str:
+    if training_here == record.run:
+        return "[green]running[/]"
+    if record.status == "running":
+        session = find_session(record.run)
+        if session is not None and window_alive(session, TRAIN_WINDOW):
+            return "[green]running[/]"
+        return "running (not here)"
+    colors = {"finished": "blue", "interrupted": "yellow", "failed": "red"}
+    return f"[{colors.get(record.status, 'white')}]{record.status}[/]"
+
+
+def _best_evaluations(root: Path) -> dict[str, float]:
+    best: dict[str, float] = {}
+    try:
+        history = load_history(root)
+    except ValueError:
+        return best
+    for entry in history["evaluations"]:
+        run, mean = entry.get("run"), entry.get("results", {}).get("mean_reward")
+        if run is not None and mean is not None and mean > best.get(run, float("-inf")):
+            best[run] = mean
+    return best
+
+
+def status_table(root: Path) -> Table:
+    """The table of every run in this checkout, newest first."""
+    table = Table(title=f"lander runs in {root}")
+    for column in (
+        "run",
+        "state",
+        "steps",
+        "fps",
+        "reward",
+        "success",
+        "last checkpoint",
+        "best eval",
+        "git",
+        "parent",
+    ):
+        table.add_column(
+            column,
+            justify="right"
+            if column in ("steps", "fps", "reward", "success", "best eval")
+            else "left",
+        )
+    records = []
+    for path in (root / "checkpoints").glob("*/run.json"):
+        try:
+            records.append(RunRecord.load(path))
+        except ValueError:
+            continue
+    training_here = holder(root)
+    best = _best_evaluations(root)
+    for record in sorted(records, key=lambda r: r.updated_at, reverse=True):
+        extra = record.extra
+        evaluation = best.get(record.run)
+        if evaluation is None and extra.get("best_evaluation"):
+            evaluation = extra["best_evaluation"]["mean_reward"]
+        table.add_row(
+            record.run,
+            _state(record, training_here),
+            f"{record.total_timesteps:,}",
+            f"{extra.get('last_fps') or 0:,.0f}",
+            "-" if extra.get("last_reward") is None else f"{extra['last_reward']:.1f}",
+            "-" if extra.get("last_success") is None else f"{extra['last_success']:.2f}",
+            record.last_checkpoint or "-",
+            "-" if evaluation is None else f"{evaluation:.1f}",
+            run_push_state(root, record.run),
+            record.parent or "",
+        )
+    return table

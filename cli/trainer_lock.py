@@ -1,0 +1,84 @@
+"""One trainer per checkout: an advisory lock held by the training process.
+
+The kernel releases it when the process dies, however it dies, so a crashed
+trainer never blocks the next run. The file also names the run holding it, so
+a refused start can say which run is training.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+from pathlib import Path
+from typing import IO
+
+LOCK_NAME = ".lander-trainer.lock"
+
+
+class TrainerBusy(Exception):
+    """Another trainer holds this checkout."""
+
+
+def lock_path(root: Path) -> Path:
+    """Where the lock file lives (git-ignored)."""
+    return root / LOCK_NAME
+
+
+def holder(root: Path) -> str | None:
+    """The run whose trainer holds the lock now, or None when no trainer runs."""
+    path = lock_path(root)
+    if not path.exists():
+        return None
+    with path.open("a+") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            handle.seek(0)
+            try:
+                return str(json.loads(handle.read() or "{}").get("run") or "unknown")
+            except json.JSONDecodeError:
+                return "unknown"
+        fcntl.flock(handle, fcntl.LOCK_UN)
+        return None
+
+
+class TrainerLock:
+    """Holds the checkout's trainer lock for the life of a training session.
+
+    :param root: the checkout.
+    :param run: the run this trainer trains.
+    """
+
+    def __init__(self, root: Path, run: str) -> None:
+        self.path = lock_path(root)
+        self.run = run
+        self._handle: IO[str] | None = None
+
+    def __enter__(self) -> TrainerLock:
+        handle = self.path.open("a+")
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            handle.seek(0)
+            text = handle.read()
+            handle.close()
+            try:
+                other = json.loads(text or "{}").get("run") or "another run"
+            except json.JSONDecodeError:
+                other = "another run"
+            raise TrainerBusy(
+                f"run {other!r} is training in this checkout; stop it first (lander stop {other})"
+            ) from None
+        handle.seek(0)
+        handle.truncate()
+        handle.write(json.dumps({"run": self.run, "pid": os.getpid()}))
+        handle.flush()
+        self._handle = handle
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        if self._handle is not None:
+            fcntl.flock(self._handle, fcntl.LOCK_UN)
+            self._handle.close()
+            self._handle = None

@@ -1,0 +1,215 @@
+"""Operations with the real parts: a private tmux server, a git checkout with a
+bare remote in a temporary folder, a second clone, TensorBoard on loopback."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import urllib.request
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import libtmux
+import pytest
+
+from tests.conftest import REPO_ROOT, find_free_port_block, wait_until
+
+LANDER = REPO_ROOT / ".venv" / "bin" / "lander"
+GIT_IDENTITY = {
+    "GIT_AUTHOR_NAME": "lander tests",
+    "GIT_AUTHOR_EMAIL": "tests@lander.invalid",
+    "GIT_COMMITTER_NAME": "lander tests",
+    "GIT_COMMITTER_EMAIL": "tests@lander.invalid",
+}
+SMALL = ["--n-parallel", "2", "--agents-per-instance", "2", "--n-steps", "256", "--checkpoint-every", "2048"]
+
+
+def git(cwd: Path, *args: str) -> str:
+    env = {**os.environ, **GIT_IDENTITY}
+    return subprocess.run(["git", *args], cwd=cwd, env=env, capture_output=True, text=True, check=True).stdout
+
+
+@pytest.fixture
+def checkout(tmp_path: Path) -> tuple[Path, Path]:
+    """A lander checkout (as a user would have) whose origin is a bare repository."""
+    remote = tmp_path / "remote.git"
+    work = tmp_path / "work"
+    git(tmp_path, "init", "-q", "--bare", "-b", "main", str(remote))
+    git(tmp_path, "init", "-q", "-b", "main", str(work))
+    for folder in ("checkpoints", "logs", "bots"):
+        (work / folder).mkdir()
+        (work / folder / ".gitkeep").touch()
+    shutil.copy(REPO_ROOT / ".gitignore", work / ".gitignore")
+    (work / "notes.txt").write_text("the user's own file\n")
+    git(work, "add", "-A")
+    git(work, "commit", "-q", "-m", "init")
+    git(work, "remote", "add", "origin", str(remote))
+    git(work, "push", "-q", "-u", "origin", "main")
+    return work, remote
+
+
+@pytest.fixture
+def tmux_socket() -> Iterator[str]:
+    """A private tmux server, killed afterwards with everything it ran."""
+    name = f"lander-test-{uuid.uuid4().hex[:8]}"
+    yield name
+    server = libtmux.Server(socket_name=name)
+    if server.is_alive():
+        server.kill()
+
+
+def lander(home: Path, *args: str, socket: str | None = None, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, **GIT_IDENTITY, "LANDER_HOME": str(home)}
+    if socket:
+        env["LANDER_TMUX_SOCKET"] = socket
+    return subprocess.run(
+        [str(LANDER), *args], capture_output=True, text=True, env=env, timeout=timeout, check=False, stdin=subprocess.DEVNULL
+    )
+
+
+def trainer_processes(run: str) -> int:
+    """How many `lander train RUN` processes exist on this machine."""
+    count = 0
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            parts = cmdline.read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if b"cli" in parts and b"train" in parts and run.encode() in parts:
+            count += 1
+    return count
+
+
+def http_ok(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(url, timeout=2) as reply:
+            return reply.status == 200
+    except OSError:
+        return False
+
+
+def test_start_stop_push_and_a_second_clone_gets_every_result(
+    checkout: tuple[Path, Path], tmux_socket: str, tmp_path: Path
+) -> None:
+    work, remote = checkout
+    tb_port = find_free_port_block(1)
+    game_port = str(find_free_port_block(2))
+    started = lander(
+        work, "start", "r1", "--timesteps", "10000000", "--port", game_port, *SMALL,
+        "--tb-host", "127.0.0.1", "--tb-port", str(tb_port), socket=tmux_socket,
+    )  # fmt: skip
+    assert started.returncode == 0, started.stdout + started.stderr
+    assert f"http://127.0.0.1:{tb_port}/" in started.stdout and "lander attach r1" in started.stdout
+    session = libtmux.Server(socket_name=tmux_socket).sessions.get(session_name="lander-r1")
+    assert {w.window_name for w in session.windows} == {"train", "dashboard"}
+    wait_until(lambda: http_ok(f"http://127.0.0.1:{tb_port}/"), 90, "TensorBoard to answer")
+    log = work / "logs" / "r1" / "train.log"
+    wait_until(lambda: log.exists() and "steps=" in log.read_text(), 90, "the first rollout")
+
+    again = lander(work, "start", "r1", socket=tmux_socket)
+    assert again.returncode == 0 and "is running" in again.stdout
+    other = lander(work, "start", "r2", "--port", str(find_free_port_block(2)), socket=tmux_socket)
+    assert other.returncode != 0 and "'r1' is training" in other.stderr
+    assert trainer_processes("r1") == 1
+
+    stopped = lander(work, "stop", "r1", "--timeout", "120", socket=tmux_socket)
+    assert stopped.returncode == 0, stopped.stdout + stopped.stderr
+    assert "final checkpoint checkpoints/r1/final.zip" in stopped.stdout
+    assert "pushed to origin/main" in stopped.stdout
+    assert trainer_processes("r1") == 0
+
+    second = tmp_path / "laptop"
+    git(tmp_path, "clone", "-q", str(remote), str(second))
+    assert (second / "bots" / "r1.json").is_file()
+    assert (second / "checkpoints" / "r1" / "final.zip").is_file()
+    assert list((second / "logs" / "r1").glob("events.out.tfevents.*"))
+    assert not (second / "logs" / "r1" / "games").exists(), "game consoles stay local"
+    status = lander(second, "status", socket=tmux_socket)
+    assert status.returncode == 0
+    row = next(line for line in status.stdout.splitlines() if " r1 " in line)
+    assert "interrupted" in row and "pushed" in row
+
+
+def test_failed_push_keeps_the_commit_and_lander_push_sends_it_later(checkout: tuple[Path, Path]) -> None:
+    work, remote = checkout
+    git(work, "remote", "set-url", "origin", str(work.parent / "unreachable.git"))
+    trained = lander(work, "train", "offline", "--timesteps", "2048", "--port", str(find_free_port_block(2)), *SMALL)
+    assert trained.returncode == 0, trained.stdout + trained.stderr
+    assert "push failed" in trained.stdout and "stays local" in trained.stdout
+    assert "offline: 2,048 steps" in git(work, "log", "-1", "--format=%s")
+    row = next(line for line in lander(work, "status").stdout.splitlines() if " offline " in line)
+    assert "not pushed" in row
+    failed_again = lander(work, "push")
+    assert failed_again.returncode != 0 and "push failed" in failed_again.stderr
+    git(work, "remote", "set-url", "origin", str(remote))
+    pushed = lander(work, "push")
+    assert pushed.returncode == 0, pushed.stderr
+    assert git(work, "rev-parse", "HEAD") == git(remote, "rev-parse", "main")
+    row = next(line for line in lander(work, "status").stdout.splitlines() if " offline " in line)
+    assert "pushed" in row and "not pushed" not in row
+
+
+def test_user_changes_stay_untouched_and_unstaged(checkout: tuple[Path, Path]) -> None:
+    work, _ = checkout
+    (work / "notes.txt").write_text("edited, not staged\n")
+    (work / "draft.txt").write_text("staged by the user\n")
+    git(work, "add", "draft.txt")
+    trained = lander(work, "train", "tidy", "--timesteps", "2048", "--port", str(find_free_port_block(2)), *SMALL)
+    assert trained.returncode == 0, trained.stdout + trained.stderr
+    committed = git(work, "show", "--name-only", "--format=", "HEAD").split()
+    assert committed and all(
+        name.startswith(("checkpoints/tidy/", "logs/tidy/", "bots/tidy.", "bots/champion.json", "logs/eval_history.json"))
+        for name in committed
+    )
+    assert (work / "notes.txt").read_text() == "edited, not staged\n"
+    status = git(work, "status", "--porcelain")
+    assert " M notes.txt" in status and "A  draft.txt" in status
+
+
+def test_pull_conflict_stops_before_training_and_loses_nothing(checkout: tuple[Path, Path], tmp_path: Path) -> None:
+    work, remote = checkout
+    other = tmp_path / "other"
+    git(tmp_path, "clone", "-q", str(remote), str(other))
+    (other / "notes.txt").write_text("changed on another machine\n")
+    git(other, "commit", "-q", "-am", "other machine")
+    git(other, "push", "-q")
+    (work / "notes.txt").write_text("changed here\n")
+    git(work, "commit", "-q", "-am", "this machine")
+    head = git(work, "rev-parse", "HEAD")
+    result = lander(work, "train", "blocked", "--timesteps", "2048", "--port", str(find_free_port_block(2)), *SMALL)
+    assert result.returncode != 0 and "conflict" in result.stderr
+    assert "Traceback" not in result.stderr
+    assert not (work / "checkpoints" / "blocked").exists()
+    assert git(work, "rev-parse", "HEAD") == head
+    assert (work / "notes.txt").read_text() == "changed here\n"
+    assert not (work / ".git" / "rebase-merge").exists()
+
+
+def test_resume_in_tmux_branches_into_a_new_run(checkout: tuple[Path, Path], tmux_socket: str) -> None:
+    work, _ = checkout
+    port = str(find_free_port_block(2))
+    assert lander(work, "train", "base", "--timesteps", "2048", "--port", port, *SMALL, "--no-git").returncode == 0
+    tb_port = str(find_free_port_block(1))
+    resumed = lander(
+        work, "resume", "--as", "branch", "--timesteps", "2048", "--ent-coef", "0.01",
+        "--tb-host", "127.0.0.1", "--tb-port", tb_port, "--no-git", socket=tmux_socket,
+    )  # fmt: skip
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    record = work / "checkpoints" / "branch" / "run.json"
+
+    def finished() -> bool:
+        return record.exists() and '"status": "finished"' in record.read_text()
+
+    wait_until(finished, 120, "the resumed run to finish")
+    text = record.read_text()
+    assert '"parent": "base"' in text and '"ent_coef": 0.01' in text
+
+
+def test_start_refuses_bad_names_and_flags_before_tmux(checkout: tuple[Path, Path], tmux_socket: str) -> None:
+    work, _ = checkout
+    for args, message in ((["start", "../x"], "invalid run name"), (["start", "ok", "--bogus"], "No such option")):
+        result = lander(work, *args, socket=tmux_socket)
+        assert result.returncode != 0 and message in result.stderr
+    assert not libtmux.Server(socket_name=tmux_socket).is_alive() or not libtmux.Server(socket_name=tmux_socket).sessions
