@@ -47,11 +47,12 @@ def setup(
         int, typer.Option(help="TCP port for the smoke test's game instance.")
     ] = DEFAULT_PORT,
 ) -> None:
-    """Check and fix this machine: Python, the game binary, a headless smoke test. Safe to re-run."""
+    """Check and fix this machine: Python, venv, torch (CUDA on a GPU), tmux, git, TensorBoard,
+    the game binary and a headless smoke test. Safe to re-run."""
     from cli.setup import run_setup
 
     results = run_setup(project_root(), game_bin, port)
-    failed = [result.name for result in results if not result.ok]
+    failed = [result.name for result in results if not result.ok and not result.warning]
     if failed:
         fail(f"setup incomplete: {', '.join(failed)} failed (see above)")
     console.print("[green]setup complete[/]")
@@ -92,6 +93,12 @@ def train(
 
     params = {name: value for name, value in locals().items() if name in flags.CONFIG_FLAGS}
     overrides = flags.collect_overrides(**params)
+    if game_bin is None and resume is None and config is None:
+        from cli.setup import remembered_game_bin
+
+        remembered = remembered_game_bin(project_root())
+        if remembered is not None:
+            overrides["game_bin"] = remembered
     code = run_training(
         project_root(), run, overrides, config, resume, reset_std, force, use_git=not no_git
     )
@@ -242,7 +249,8 @@ def resume(
     extra = list(ctx.args)
     if run is not None and run.startswith("-"):
         # With no RUN given, click hands the first train flag to RUN: put it back.
-        run, extra = None, [run, *extra]
+        extra = [run, *extra]
+        run = None
     source = run or newest_run(root)
     if source is None:
         fail("no runs in checkpoints/ to resume")

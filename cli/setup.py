@@ -1,13 +1,18 @@
 """``lander setup``: check and fix what a machine needs, as a checklist.
 
-Safe to run again at any time: every step looks before it acts, and a step that
-cannot be fixed says how to fix it by hand.
+Safe to run again at any time: every step looks before it acts, fixes what it
+can (the game binary, a CUDA torch on an NVIDIA machine, tmux through apt-get
+when run as root), and a step it cannot fix says how to fix it by hand.
 """
 
 from __future__ import annotations
 
+import importlib.metadata
+import json
 import os
+import shutil
 import stat
+import subprocess
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -16,10 +21,14 @@ from pathlib import Path
 from rich.table import Table
 
 from cli.console import console
+from cli.git_sync import open_repo
 from cli.paths import build_dir, game_binary_path
 from game_bridge.errors import BridgeError
 from game_bridge.launcher import game_command
 from game_bridge.smoke import run_smoke_test
+
+GAME_SETTINGS_NAME = "game.json"
+TORCH_SPEC = "torch>=2.3,<2.14"
 
 
 @dataclass
@@ -29,11 +38,13 @@ class CheckResult:
     :param name: what was checked.
     :param ok: True when it holds now (after any fix).
     :param detail: what was found or done; on failure, how to fix it.
+    :param warning: True for a problem that does not stop lander from working.
     """
 
     name: str
     ok: bool
     detail: str
+    warning: bool = False
 
 
 def game_launcher_script(python: Path) -> str:
@@ -60,6 +71,29 @@ def write_game_binary(root: Path) -> CheckResult:
     return CheckResult("game binary", True, f"wrote {path.relative_to(root)}")
 
 
+def remembered_game_bin(root: Path) -> str | None:
+    """The game binary ``lander setup --game-bin`` remembered for this checkout, if any."""
+    path = build_dir(root) / GAME_SETTINGS_NAME
+    try:
+        value = json.loads(path.read_text()).get("game_bin")
+    except (OSError, json.JSONDecodeError, AttributeError):
+        return None
+    return str(value) if value else None
+
+
+def remember_game_bin(root: Path, game_bin: Path) -> CheckResult:
+    """Check a user's game binary and remember it as this checkout's default game."""
+    try:
+        game_command(game_bin)
+    except BridgeError as exc:
+        return CheckResult("game binary", False, f"{exc}")
+    build_dir(root).mkdir(parents=True, exist_ok=True)
+    (build_dir(root) / GAME_SETTINGS_NAME).write_text(
+        json.dumps({"game_bin": str(game_bin.resolve())}) + "\n"
+    )
+    return CheckResult("game binary", True, f"{game_bin} (remembered as this checkout's game)")
+
+
 def smoke_test(game_bin: Path, port: int) -> CheckResult:
     """Run the headless smoke test against ``game_bin``."""
     try:
@@ -81,22 +115,167 @@ def python_check() -> CheckResult:
     return CheckResult("python", ok, version if ok else f"{version}: install Python 3.10 or newer")
 
 
+def venv_check(root: Path) -> CheckResult:
+    """lander runs from the checkout's own virtual environment."""
+    expected = (root / ".venv").resolve()
+    prefix = Path(sys.prefix).resolve()
+    if prefix == expected:
+        return CheckResult("virtualenv", True, f"{expected}")
+    if sys.prefix != sys.base_prefix:
+        return CheckResult(
+            "virtualenv",
+            True,
+            f"{prefix} (not this checkout's .venv; ./lander makes that one)",
+            True,
+        )
+    return CheckResult(
+        "virtualenv", False, "not in a virtual environment: run ./lander, which creates .venv"
+    )
+
+
+def nvidia_gpu() -> str | None:
+    """The first NVIDIA GPU's name, or None without ``nvidia-smi`` or a GPU."""
+    if shutil.which("nvidia-smi") is None:
+        return None
+    try:
+        result = subprocess.run(
+            ["nvidia-smi", "-L"], capture_output=True, text=True, timeout=20, check=False
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    lines = [line for line in result.stdout.splitlines() if line.startswith("GPU")]
+    return lines[0] if result.returncode == 0 and lines else None
+
+
+def _installed_torch() -> tuple[str, str | None]:
+    """Version and CUDA version of the torch this interpreter would import, read in a
+    fresh process so a reinstall is seen."""
+    code = "import torch, json; print(json.dumps([torch.__version__, torch.version.cuda]))"
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False
+    )
+    version, cuda = json.loads(result.stdout.strip().splitlines()[-1])
+    return str(version), cuda
+
+
+def torch_check() -> CheckResult:
+    """A CUDA torch where there is an NVIDIA GPU, the CPU build elsewhere."""
+    try:
+        version, cuda = _installed_torch()
+    except (OSError, subprocess.SubprocessError, ValueError, IndexError):
+        return CheckResult("torch", False, f"torch does not import: pip install '{TORCH_SPEC}'")
+    gpu = nvidia_gpu()
+    if gpu is None:
+        return CheckResult(
+            "torch", True, f"{version} ({'CUDA ' + cuda if cuda else 'CPU build'}); no NVIDIA GPU"
+        )
+    if cuda:
+        return CheckResult("torch", True, f"{version} with CUDA {cuda} for {gpu}")
+    console.print(f"  installing a CUDA build of torch for {gpu} (several GB) ...")
+    # PyPI's Linux torch wheels are CUDA builds; a local +cpu wheel must not win.
+    env = {**os.environ, "PIP_FIND_LINKS": "", "PIP_CONSTRAINT": ""}
+    command = [
+        sys.executable,
+        "-m",
+        "pip",
+        "install",
+        "--quiet",
+        "--force-reinstall",
+        "--no-deps",
+        TORCH_SPEC,
+    ]
+    result = subprocess.run(command, capture_output=True, text=True, env=env, check=False)
+    try:
+        version, cuda = _installed_torch()
+    except (OSError, subprocess.SubprocessError, ValueError, IndexError):
+        cuda = None
+    if result.returncode != 0 or not cuda:
+        tail = (result.stderr or result.stdout).strip().splitlines()[-1:] or [
+            "no CUDA build installed"
+        ]
+        return CheckResult("torch", False, f"CPU-only torch on a GPU machine; pip said: {tail[0]}. "
+                           f"Fix: .venv/bin/pip install --force-reinstall '{TORCH_SPEC}'")  # fmt: skip
+    return CheckResult("torch", True, f"installed {version} with CUDA {cuda} for {gpu}")
+
+
+def tool_check(tool: str, package: str) -> CheckResult:
+    """A command-line tool, installed with apt-get when missing and we are root."""
+    if shutil.which(tool):
+        return CheckResult(tool, True, shutil.which(tool) or tool)
+    if os.geteuid() == 0 and shutil.which("apt-get"):
+        env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+        subprocess.run(["apt-get", "update", "-qq"], capture_output=True, env=env, check=False)
+        subprocess.run(
+            ["apt-get", "install", "-y", "-qq", package], capture_output=True, env=env, check=False
+        )
+        if shutil.which(tool):
+            return CheckResult(tool, True, f"installed {package} with apt-get")
+    return CheckResult(tool, False, f"{tool} is missing: sudo apt-get install {package}")
+
+
+def git_check(root: Path) -> CheckResult:
+    """A git work tree with a remote, so results travel."""
+    repo = open_repo(root)
+    if repo is None:
+        return CheckResult(
+            "git", False, f"{root} is not a git checkout: clone lander with git", True
+        )
+    if not repo.remotes:
+        return CheckResult(
+            "git", False, "no remote: results stay here (git remote add origin URL)", True
+        )
+    remote = repo.remotes[0]
+    try:
+        subprocess.run(
+            ["git", "ls-remote", "--exit-code", "--heads", remote.name],
+            cwd=root, capture_output=True, timeout=15, check=True,
+        )  # fmt: skip
+    except (subprocess.SubprocessError, OSError):
+        return CheckResult(
+            "git",
+            False,
+            f"remote {remote.name} ({remote.url}) does not answer: check the URL",
+            True,
+        )
+    return CheckResult("git remote", True, f"remote {remote.name} ({remote.url}) reachable")
+
+
+def tensorboard_check() -> CheckResult:
+    """TensorBoard, for the dashboard."""
+    try:
+        return CheckResult("tensorboard", True, importlib.metadata.version("tensorboard"))
+    except importlib.metadata.PackageNotFoundError:
+        return CheckResult("tensorboard", False, "missing: .venv/bin/pip install tensorboard")
+
+
 def run_setup(root: Path, game_bin: Path | None, port: int) -> list[CheckResult]:
     """Run every check in order, printing each line as it completes."""
+    steps: list[Callable[[], CheckResult]] = [
+        python_check,
+        lambda: venv_check(root),
+        torch_check,
+        lambda: tool_check("tmux", "tmux"),
+        lambda: tool_check("git", "git"),
+        lambda: git_check(root),
+        tensorboard_check,
+        (lambda: remember_game_bin(root, game_bin))
+        if game_bin is not None
+        else (lambda: write_game_binary(root)),
+    ]
     results: list[CheckResult] = []
-    steps: list[Callable[[], CheckResult]] = [python_check, lambda: write_game_binary(root)]
     for step in steps:
         results.append(step())
         print_result(results[-1])
-    binary = game_bin or game_binary_path(root)
-    results.append(smoke_test(binary, port))
-    print_result(results[-1])
+    if results[-1].ok:
+        binary = game_bin or game_binary_path(root)
+        results.append(smoke_test(binary, port))
+        print_result(results[-1])
     return results
 
 
 def print_result(result: CheckResult) -> None:
-    """One checklist line: a green tick or a red cross, the check, the detail."""
-    mark = "[green]✓[/]" if result.ok else "[red]✗[/]"
+    """One checklist line: a green tick, a yellow warning or a red cross."""
+    mark = "[green]✓[/]" if result.ok else ("[yellow]![/]" if result.warning else "[red]✗[/]")
     table = Table.grid(padding=(0, 1))
-    table.add_row(mark, f"[bold]{result.name:<14}[/]", result.detail)
+    table.add_row(mark, f"[bold]{result.name:<12}[/]", result.detail)
     console.print(table)

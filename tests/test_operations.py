@@ -8,7 +8,7 @@ import shutil
 import subprocess
 import urllib.request
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import libtmux
@@ -23,12 +23,23 @@ GIT_IDENTITY = {
     "GIT_COMMITTER_NAME": "lander tests",
     "GIT_COMMITTER_EMAIL": "tests@lander.invalid",
 }
-SMALL = ["--n-parallel", "2", "--agents-per-instance", "2", "--n-steps", "256", "--checkpoint-every", "2048"]
+SMALL = [
+    "--n-parallel",
+    "2",
+    "--agents-per-instance",
+    "2",
+    "--n-steps",
+    "256",
+    "--checkpoint-every",
+    "2048",
+]
 
 
 def git(cwd: Path, *args: str) -> str:
     env = {**os.environ, **GIT_IDENTITY}
-    return subprocess.run(["git", *args], cwd=cwd, env=env, capture_output=True, text=True, check=True).stdout
+    return subprocess.run(
+        ["git", *args], cwd=cwd, env=env, capture_output=True, text=True, check=True
+    ).stdout
 
 
 @pytest.fixture
@@ -60,12 +71,20 @@ def tmux_socket() -> Iterator[str]:
         server.kill()
 
 
-def lander(home: Path, *args: str, socket: str | None = None, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+def lander(
+    home: Path, *args: str, socket: str | None = None, timeout: float = 300
+) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, **GIT_IDENTITY, "LANDER_HOME": str(home)}
     if socket:
         env["LANDER_TMUX_SOCKET"] = socket
     return subprocess.run(
-        [str(LANDER), *args], capture_output=True, text=True, env=env, timeout=timeout, check=False, stdin=subprocess.DEVNULL
+        [str(LANDER), *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=timeout,
+        check=False,
+        stdin=subprocess.DEVNULL,
     )
 
 
@@ -132,10 +151,21 @@ def test_start_stop_push_and_a_second_clone_gets_every_result(
     assert "interrupted" in row and "pushed" in row
 
 
-def test_failed_push_keeps_the_commit_and_lander_push_sends_it_later(checkout: tuple[Path, Path]) -> None:
+def test_failed_push_keeps_the_commit_and_lander_push_sends_it_later(
+    checkout: tuple[Path, Path],
+) -> None:
     work, remote = checkout
     git(work, "remote", "set-url", "origin", str(work.parent / "unreachable.git"))
-    trained = lander(work, "train", "offline", "--timesteps", "2048", "--port", str(find_free_port_block(2)), *SMALL)
+    trained = lander(
+        work,
+        "train",
+        "offline",
+        "--timesteps",
+        "2048",
+        "--port",
+        str(find_free_port_block(2)),
+        *SMALL,
+    )
     assert trained.returncode == 0, trained.stdout + trained.stderr
     assert "push failed" in trained.stdout and "stays local" in trained.stdout
     assert "offline: 2,048 steps" in git(work, "log", "-1", "--format=%s")
@@ -156,11 +186,21 @@ def test_user_changes_stay_untouched_and_unstaged(checkout: tuple[Path, Path]) -
     (work / "notes.txt").write_text("edited, not staged\n")
     (work / "draft.txt").write_text("staged by the user\n")
     git(work, "add", "draft.txt")
-    trained = lander(work, "train", "tidy", "--timesteps", "2048", "--port", str(find_free_port_block(2)), *SMALL)
+    trained = lander(
+        work, "train", "tidy", "--timesteps", "2048", "--port", str(find_free_port_block(2)), *SMALL
+    )
     assert trained.returncode == 0, trained.stdout + trained.stderr
     committed = git(work, "show", "--name-only", "--format=", "HEAD").split()
     assert committed and all(
-        name.startswith(("checkpoints/tidy/", "logs/tidy/", "bots/tidy.", "bots/champion.json", "logs/eval_history.json"))
+        name.startswith(
+            (
+                "checkpoints/tidy/",
+                "logs/tidy/",
+                "bots/tidy.",
+                "bots/champion.json",
+                "logs/eval_history.json",
+            )
+        )
         for name in committed
     )
     assert (work / "notes.txt").read_text() == "edited, not staged\n"
@@ -168,7 +208,9 @@ def test_user_changes_stay_untouched_and_unstaged(checkout: tuple[Path, Path]) -
     assert " M notes.txt" in status and "A  draft.txt" in status
 
 
-def test_pull_conflict_stops_before_training_and_loses_nothing(checkout: tuple[Path, Path], tmp_path: Path) -> None:
+def test_pull_conflict_stops_before_training_and_loses_nothing(
+    checkout: tuple[Path, Path], tmp_path: Path
+) -> None:
     work, remote = checkout
     other = tmp_path / "other"
     git(tmp_path, "clone", "-q", str(remote), str(other))
@@ -178,7 +220,16 @@ def test_pull_conflict_stops_before_training_and_loses_nothing(checkout: tuple[P
     (work / "notes.txt").write_text("changed here\n")
     git(work, "commit", "-q", "-am", "this machine")
     head = git(work, "rev-parse", "HEAD")
-    result = lander(work, "train", "blocked", "--timesteps", "2048", "--port", str(find_free_port_block(2)), *SMALL)
+    result = lander(
+        work,
+        "train",
+        "blocked",
+        "--timesteps",
+        "2048",
+        "--port",
+        str(find_free_port_block(2)),
+        *SMALL,
+    )
     assert result.returncode != 0 and "conflict" in result.stderr
     assert "Traceback" not in result.stderr
     assert not (work / "checkpoints" / "blocked").exists()
@@ -187,10 +238,17 @@ def test_pull_conflict_stops_before_training_and_loses_nothing(checkout: tuple[P
     assert not (work / ".git" / "rebase-merge").exists()
 
 
-def test_resume_in_tmux_branches_into_a_new_run(checkout: tuple[Path, Path], tmux_socket: str) -> None:
+def test_resume_in_tmux_branches_into_a_new_run(
+    checkout: tuple[Path, Path], tmux_socket: str
+) -> None:
     work, _ = checkout
     port = str(find_free_port_block(2))
-    assert lander(work, "train", "base", "--timesteps", "2048", "--port", port, *SMALL, "--no-git").returncode == 0
+    assert (
+        lander(
+            work, "train", "base", "--timesteps", "2048", "--port", port, *SMALL, "--no-git"
+        ).returncode
+        == 0
+    )
     tb_port = str(find_free_port_block(1))
     resumed = lander(
         work, "resume", "--as", "branch", "--timesteps", "2048", "--ent-coef", "0.01",
@@ -207,9 +265,17 @@ def test_resume_in_tmux_branches_into_a_new_run(checkout: tuple[Path, Path], tmu
     assert '"parent": "base"' in text and '"ent_coef": 0.01' in text
 
 
-def test_start_refuses_bad_names_and_flags_before_tmux(checkout: tuple[Path, Path], tmux_socket: str) -> None:
+def test_start_refuses_bad_names_and_flags_before_tmux(
+    checkout: tuple[Path, Path], tmux_socket: str
+) -> None:
     work, _ = checkout
-    for args, message in ((["start", "../x"], "invalid run name"), (["start", "ok", "--bogus"], "No such option")):
+    for args, message in (
+        (["start", "../x"], "invalid run name"),
+        (["start", "ok", "--bogus"], "No such option"),
+    ):
         result = lander(work, *args, socket=tmux_socket)
         assert result.returncode != 0 and message in result.stderr
-    assert not libtmux.Server(socket_name=tmux_socket).is_alive() or not libtmux.Server(socket_name=tmux_socket).sessions
+    assert (
+        not libtmux.Server(socket_name=tmux_socket).is_alive()
+        or not libtmux.Server(socket_name=tmux_socket).sessions
+    )
