@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import socket
+import struct
 import subprocess
 import time
 from pathlib import Path
@@ -116,6 +117,11 @@ class GameInstance:
         return None if self.process is None else self.process.poll()
 
     def _died(self, what: str) -> InstanceDied:
+        if self.process is not None and self.process.poll() is None:
+            # The socket closes a moment before the exit status is ready: wait
+            # briefly so the error can name the exit code.
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.process.wait(timeout=0.5)
         code = self.exit_code()
         status = f" (exit code {code})" if code is not None else ""
         tail = self.output_tail(300).replace("\n", " | ")
@@ -136,8 +142,14 @@ class GameInstance:
             conn, _ = self.listener.accept()
         except BlockingIOError:
             return False
+        # A blocking socket with kernel-side timeouts (SO_RCVTIMEO/SO_SNDTIMEO):
+        # each read is one recv syscall, where Python's settimeout() would add a
+        # poll() before every recv and send. A timed-out call raises
+        # BlockingIOError, after which the caller checks the process and the deadline.
         conn.setblocking(True)
-        conn.settimeout(_POLL_SLICE_S)
+        slice_timeval = struct.pack("ll", int(_POLL_SLICE_S), int((_POLL_SLICE_S % 1) * 1_000_000))
+        conn.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, slice_timeval)
+        conn.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO, slice_timeval)
         conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self._conn = conn
         return True
@@ -151,7 +163,7 @@ class GameInstance:
         while view:
             try:
                 sent = self._conn.send(view)
-            except TimeoutError:
+            except (BlockingIOError, TimeoutError):
                 if self.exit_code() is not None:
                     raise self._died("the game exited") from None
                 if time.monotonic() > deadline:
@@ -175,7 +187,7 @@ class GameInstance:
         while len(self._buffer) < size:
             try:
                 chunk = self._conn.recv(max(_RECV_CHUNK, size - len(self._buffer)))
-            except TimeoutError:
+            except (BlockingIOError, TimeoutError):
                 if self.exit_code() is not None:
                     raise self._died("the game exited") from None
                 if time.monotonic() > deadline:

@@ -193,6 +193,16 @@ def parse_env_info(message: dict[str, Any], instance: int | None = None) -> EnvI
     return EnvInfo(n_agents, observations, actions, names)
 
 
+WIRE_DECIMALS = 6
+"""Continuous actions are sent rounded to 1e-6: far below any game's sensitivity,
+and half the JSON of a float32's 17-digit repr, so both ends work half as much."""
+
+
+def _wire_floats(values: np.ndarray) -> list[Any]:
+    clipped = np.clip(np.asarray(values, dtype=np.float64), -1.0, 1.0)
+    return np.round(clipped, WIRE_DECIMALS).tolist()
+
+
 class ActionCodec:
     """Maps SB3 action batches to the game's per-agent action dicts, in declared order.
 
@@ -236,8 +246,7 @@ class ActionCodec:
                     {key: value}
                     for value in np.asarray(actions).reshape(-1).astype(np.int64).tolist()
                 ]
-            rows = np.clip(actions, -1.0, 1.0).tolist()
-            return [{key: row} for row in rows]
+            return [{key: row} for row in _wire_floats(actions)]
         batch = np.asarray(actions)
         if self.all_discrete:
             batch = batch.reshape(batch.shape[0], -1)
@@ -249,7 +258,7 @@ class ActionCodec:
             elif discrete:
                 columns.append(np.argmax(part, axis=1).tolist())
             else:
-                columns.append(np.clip(part, -1.0, 1.0).tolist())
+                columns.append(_wire_floats(part))
         keys = [key for key, *_ in self._slices]
         return [dict(zip(keys, values, strict=True)) for values in zip(*columns, strict=True)]
 

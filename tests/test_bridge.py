@@ -45,7 +45,9 @@ def test_vec_env_over_two_instances_of_two_agents_matches_in_process_physics(
         rng = np.random.default_rng(5)
         truncations = terminal_checked = 0
         for _ in range(1000):
-            actions = rng.uniform(-1, 1, (4, 2)).astype(np.float32)
+            # Actions travel rounded to 1e-6 (spaces.WIRE_DECIMALS): feed the
+            # reference the values the games receive.
+            actions = np.round(rng.uniform(-1, 1, (4, 2)), 6)
             obs, rewards, dones, infos = env.step(actions)
             for i, physics in enumerate(reference):
                 result = physics.step(actions[2 * i : 2 * i + 2])

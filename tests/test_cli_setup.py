@@ -70,13 +70,24 @@ def test_setup_with_a_broken_game_fails_with_a_one_line_reason(
     assert "Traceback" not in result.stdout + result.stderr
 
 
-def test_setup_checklist_covers_the_machine_and_remembers_a_game(tmp_path: Path, port_block: Callable[[int], int]) -> None:
+def test_setup_checklist_covers_the_machine_and_remembers_a_game(
+    tmp_path: Path, port_block: Callable[[int], int]
+) -> None:
     game = tmp_path / "my_game.x86_64"
     game.write_text("#!/bin/sh\nexec " + " ".join(python_game("godot_style_game.py")) + ' "$@"\n')
     game.chmod(0o755)
     result = run_lander(tmp_path, "setup", "--game-bin", str(game), "--port", str(port_block(1)))
     assert result.returncode == 0, result.stdout + result.stderr
-    for check in ("python", "virtualenv", "torch", "tmux", "git", "tensorboard", "game binary", "smoke test"):
+    for check in (
+        "python",
+        "virtualenv",
+        "torch",
+        "tmux",
+        "git",
+        "tensorboard",
+        "game binary",
+        "smoke test",
+    ):
         assert check in result.stdout
     assert "CPU build" in result.stdout or "CUDA" in result.stdout
     trained = run_lander(

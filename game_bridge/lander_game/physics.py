@@ -88,6 +88,7 @@ class LanderPhysics:
         self.episode_ticks = round(EPISODE_S * TICKS_PER_SECOND)
         self.dt = 1.0 / TICKS_PER_SECOND
         self.rng = np.random.default_rng(seed)
+        self._power_cache: dict[int, tuple[np.ndarray, np.ndarray]] = {}
         self.pos = np.zeros((n_agents, 2))
         self.vel = np.zeros((n_agents, 2))
         self.target = np.zeros((n_agents, 2))
@@ -149,35 +150,65 @@ class LanderPhysics:
         accel[:, 1] -= GRAVITY
         return accel
 
+    def _powers(self, ticks: int) -> tuple[np.ndarray, np.ndarray]:
+        """``r**t`` and ``r**-t`` for t = 1..ticks, with r = 1 - DRAG * dt (cached per length)."""
+        cached = self._power_cache.get(ticks)
+        if cached is None:
+            exponents = np.arange(1, ticks + 1, dtype=np.float64)
+            ratio = 1.0 - DRAG * self.dt
+            cached = (ratio**exponents, ratio**-exponents)
+            self._power_cache[ticks] = cached
+        return cached
+
     def step(self, actions: np.ndarray) -> StepResult:
         """Apply one action per agent for ``action_repeat`` ticks.
+
+        Each tick is a semi-implicit Euler step with linear drag,
+        ``v += (thrust - DRAG * v) * dt; p += v * dt``. With the thrust fixed for
+        the whole step the recurrence has a closed form, so every tick of every
+        agent is computed in a few array operations instead of a Python loop over
+        ticks; an agent that leaves the arena stops at the tick it crashed.
 
         Agents that end (crash or time limit) are not reset here: the caller reads
         their terminal observation first, then calls :meth:`reset_agents`.
         """
+        ticks, k = self.action_repeat, self.n_agents
         thrust = self._accelerations(actions)
-        crashed = np.zeros(self.n_agents, dtype=bool)
-        for _ in range(self.action_repeat):
-            accel = thrust - DRAG * self.vel
-            if self.gust:
-                accel[:, 0] += self.rng.uniform(-self.gust, self.gust, self.n_agents)
-            alive = ~crashed
-            self.vel[alive] += accel[alive] * self.dt
-            self.pos[alive] += self.vel[alive] * self.dt
-            self.ticks[alive] += 1
-            self.target_timer[alive] -= 1
-            # The target stays put on the episode's last tick, so success is judged on a settled target.
-            moved = alive & (self.target_timer <= 0) & (self.ticks < self.episode_ticks)
-            if moved.any():
-                self.target[moved] = self._new_targets(int(moved.sum()))
-                self.target_timer[moved] = self.target_period_ticks
-            x, y = self.pos[:, 0], self.pos[:, 1]
-            crashed |= (x < HULL) | (x > WIDTH - HULL) | (y < HULL) | (y > HEIGHT - HULL)
+        grow, shrink = self._powers(ticks)
+        # u[t] = acceleration input of tick t+1 times dt; gusts push sideways per tick.
+        inputs = np.broadcast_to(thrust * self.dt, (ticks, k, 2)).copy()
+        if self.gust:
+            inputs[:, :, 0] += self.rng.uniform(-self.gust, self.gust, (ticks, k)) * self.dt
+        # v_t = r^t (v_0 + sum_{s<=t} r^-s u_s);  p_t = p_0 + dt * sum_{s<=t} v_s
+        velocity = grow[:, None, None] * (
+            self.vel + np.cumsum(shrink[:, None, None] * inputs, axis=0)
+        )
+        position = self.pos + np.cumsum(velocity, axis=0) * self.dt
+        x, y = position[:, :, 0], position[:, :, 1]
+        outside = (x < HULL) | (x > WIDTH - HULL) | (y < HULL) | (y > HEIGHT - HULL)
+        crashed = np.asarray(outside.any(axis=0), dtype=bool)
+        last = np.where(crashed, outside.argmax(axis=0), ticks - 1)
+        agents = np.arange(k)
+        self.pos = position[last, agents]
+        self.vel = velocity[last, agents]
+        lived = last + 1
+        # The target moves when its timer runs out, except on the episode's last
+        # tick, so success is judged on a settled target.
+        move_tick = self.ticks + self.target_timer  # tick count at which the timer hits 0
+        self.ticks += lived
+        self.target_timer -= lived
+        while True:
+            moved = (self.target_timer <= 0) & (move_tick < self.episode_ticks)
+            if not moved.any():
+                break
+            self.target[moved] = self._new_targets(int(moved.sum()))
+            self.target_timer[moved] += self.target_period_ticks
+            move_tick = np.where(moved, move_tick + self.target_period_ticks, move_tick)
         distance = np.linalg.norm(self.target - self.pos, axis=1)
         inside = distance < SUCCESS_RADIUS
         closeness = np.clip(1.0 - distance / CLOSENESS_RANGE, 0.0, 1.0)
         # Scaled by game time so the return does not depend on action_repeat.
-        scale = self.action_repeat / TICKS_PER_SECOND * 10.0
+        scale = ticks / TICKS_PER_SECOND * 10.0
         reward = (closeness + inside) * scale - crashed * CRASH_PENALTY
         truncated = ~crashed & (self.ticks >= self.episode_ticks)
         return StepResult(
