@@ -1,0 +1,130 @@
+"""lander's bridge against the godot-rl 0.8.2 package on the same game binary.
+
+(c) VecEnv steps per second through our GameVecEnv and through godot-rl's own
+StableBaselinesGodotEnv, for several instance x agent counts, alternating the
+two so both see the same machine; (e) time to start 8 instances (connected and
+described by env_info), ours all at once against godot-rl's one after another.
+
+godot-rl pins gymnasium 1.0 and SB3 2.4, so it lives in its own virtual
+environment; ``--setup`` makes it (``.venv-godotrl``, git-ignored):
+
+    .venv/bin/python benchmarks/godot_rl_comparison.py --setup
+    .venv/bin/python benchmarks/godot_rl_comparison.py [--seconds 3] [--repeats 2]
+
+The game binary is ``build/lander_game.x86_64`` (``./lander setup`` writes it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import socket
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+ROOT = Path(__file__).resolve().parent.parent
+GODOT_RL_VENV = ROOT / ".venv-godotrl"
+BINARY = ROOT / "build" / "lander_game.x86_64"
+SETTINGS = [(1, 64), (2, 32), (4, 16), (8, 8), (4, 4)]
+console = Console()
+
+MEASURE = r"""
+import contextlib, io, json, sys, time
+import numpy as np
+binary, side, n, k, port, seconds = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5]), float(sys.argv[6])
+if side == "theirs":
+    from godot_rl.wrappers.stable_baselines_wrapper import StableBaselinesGodotEnv
+else:
+    from game_bridge.launcher import LaunchConfig
+    from game_bridge.vec_env import GameVecEnv
+with contextlib.redirect_stdout(io.StringIO()):  # godot-rl prints per connection
+    started = time.perf_counter()
+    if side == "theirs":
+        env = StableBaselinesGodotEnv(env_path=binary, n_parallel=n, port=port, agents=k)
+    else:
+        env = GameVecEnv(LaunchConfig(command=[binary], n_instances=n, base_port=port, game_args={"agents": str(k)}))
+    start = time.perf_counter() - started
+    sps = 0.0
+    if seconds > 0:
+        env.reset()
+        actions = np.random.default_rng(0).uniform(-1, 1, (256, env.num_envs, 2)).astype(np.float32)
+        for i in range(20):
+            env.step(actions[i])
+        steps, started = 0, time.perf_counter()
+        while time.perf_counter() - started < seconds:
+            env.step(actions[steps % 256])
+            steps += 1
+        sps = steps * env.num_envs / (time.perf_counter() - started)
+    env.close()
+print(json.dumps({"start": start, "sps": sps}))
+"""
+
+
+def free_base_port(count: int, start: int = 33000) -> int:
+    """The first base port from ``start`` whose ``count`` loopback ports are free."""
+    base = start
+    while True:
+        try:
+            for port in range(base, base + count):
+                with socket.socket() as probe:
+                    probe.bind(("127.0.0.1", port))
+            return base
+        except OSError:
+            base += count
+
+
+def measure(side: str, n: int, k: int, seconds: float) -> dict[str, float]:
+    """Run one measurement in the right interpreter; return start seconds and steps/s."""
+    python = GODOT_RL_VENV / "bin" / "python" if side == "theirs" else Path(sys.executable)
+    port = free_base_port(n)
+    args = [str(python), "-c", MEASURE, str(BINARY), side, str(n), str(k), str(port), str(seconds)]
+    output = subprocess.run(args, capture_output=True, text=True, check=True, timeout=600).stdout
+    return json.loads(output.strip().splitlines()[-1])  # type: ignore[no-any-return]
+
+
+def setup() -> None:
+    """Make the godot-rl environment (its own pins, the CPU torch on this disk)."""
+    subprocess.run([sys.executable, "-m", "venv", str(GODOT_RL_VENV)], check=True)
+    pip = [str(GODOT_RL_VENV / "bin" / "python"), "-m", "pip", "install", "--quiet"]
+    subprocess.run([*pip, "torch==2.13.0", "godot-rl==0.8.2"], check=True)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--setup", action="store_true", help="create .venv-godotrl and exit")
+    parser.add_argument("--seconds", type=float, default=3.0, help="stepping time per measurement")
+    parser.add_argument("--repeats", type=int, default=2, help="alternating measurements per side")
+    args = parser.parse_args()
+    if args.setup:
+        setup()
+        return
+    if not (GODOT_RL_VENV / "bin" / "python").exists():
+        sys.exit("godot-rl is not installed: run this script with --setup first")
+    if not BINARY.exists():
+        sys.exit("build/lander_game.x86_64 is missing: run ./lander setup first")
+    table = Table(title="(c) steps/s through the bridge, same game binary")
+    for column in ("instances x agents", "godot-rl 0.8.2", "lander", "lander / godot-rl"):
+        table.add_column(column, justify="right")
+    for n, k in SETTINGS:
+        theirs, ours = [], []
+        for _ in range(args.repeats):
+            theirs.append(measure("theirs", n, k, args.seconds)["sps"])
+            ours.append(measure("ours", n, k, args.seconds)["sps"])
+        t, o = statistics.median(theirs), statistics.median(ours)
+        table.add_row(f"{n} x {k}", f"{t:,.0f}", f"{o:,.0f}", f"{o / t:.2f}")
+    console.print(table)
+    theirs_start = statistics.median(measure("theirs", 8, 8, 0)["start"] for _ in range(3))
+    ours_start = statistics.median(measure("ours", 8, 8, 0)["start"] for _ in range(3))
+    console.print(
+        f"(e) start 8 instances x 8 agents: godot-rl {theirs_start:.2f} s (one after another), "
+        f"lander {ours_start:.2f} s (all at once): {theirs_start / ours_start:.2f}x"
+    )
+
+
+if __name__ == "__main__":
+    main()
