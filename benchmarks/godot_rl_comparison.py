@@ -95,7 +95,9 @@ def setup() -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--setup", action="store_true", help="create .venv-godotrl and exit")
     parser.add_argument("--seconds", type=float, default=3.0, help="stepping time per measurement")
     parser.add_argument("--repeats", type=int, default=2, help="alternating measurements per side")

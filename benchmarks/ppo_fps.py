@@ -27,7 +27,9 @@ def fps(in_process: bool, timesteps: int, port: int) -> float:
     with tempfile.TemporaryDirectory() as root:
         started = time.monotonic()
         outcome = train(
-            TrainRequest(Path(root), "fps", {"timesteps": timesteps, "in_process": in_process, "port": port}),
+            TrainRequest(
+                Path(root), "fps", {"timesteps": timesteps, "in_process": in_process, "port": port}
+            ),
             Console(quiet=True),
         )
         elapsed = time.monotonic() - started
@@ -35,7 +37,9 @@ def fps(in_process: bool, timesteps: int, port: int) -> float:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--timesteps", type=int, default=150_000)
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--port", type=int, default=27008)
@@ -46,7 +50,9 @@ def main() -> None:
         bridge.append(fps(False, args.timesteps, args.port))
         console.print(f"in-process {in_process[-1]:,.0f} fps, bridge {bridge[-1]:,.0f} fps")
     b, i = statistics.median(bridge), statistics.median(in_process)
-    console.print(f"(d) PPO fps: bridge {b:,.0f}, in-process {i:,.0f}, bridge / in-process = {b / i:.2f}")
+    console.print(
+        f"(d) PPO fps: bridge {b:,.0f}, in-process {i:,.0f}, bridge / in-process = {b / i:.2f}"
+    )
 
 
 if __name__ == "__main__":

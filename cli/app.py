@@ -10,7 +10,7 @@ from typing import Annotated
 import typer
 
 from cli import train_flags as flags
-from cli.console import console, fail
+from cli.console import console, error_console, fail
 from cli.paths import project_root
 from game_bridge.protocol import DEFAULT_PORT
 
@@ -82,6 +82,7 @@ def train(
     push_every: flags.PushEvery = None,
     device: flags.Device = None,
     read_timeout: flags.ReadTimeout = None,
+    max_restarts_per_minute: flags.MaxRestarts = None,
     config: flags.ConfigFile = None,
     resume: flags.Resume = None,
     reset_std: flags.ResetStd = None,
@@ -329,5 +330,14 @@ def _valid_run(name: str) -> str:
 
 
 def main() -> None:
-    """Console-script entry point."""
-    app()
+    """Console-script entry point.
+
+    The last guard against a traceback: an operating-system error that no command
+    expected (a full disk, a vanished folder) ends as one red line.
+    """
+    try:
+        app()
+    except OSError as exc:
+        where = f" ({exc.filename})" if exc.filename else ""
+        error_console.print(f"[bold red]error:[/] {exc.strerror or exc}{where}", soft_wrap=True)
+        sys.exit(1)

@@ -100,8 +100,8 @@ def publish(root: Path, run: str, record: RunRecord, what: str | None = None) ->
 def finish_run(root: Path, run: str, outcome: TrainOutcome) -> None:
     """Export the final model and evaluate the bot (bundled game), reporting each step."""
     paths = RunPaths(root, run)
-    if not paths.final.exists():
-        return
+    if not outcome.final_saved:
+        return  # this session wrote no final model (a full disk): nothing new to export
     try:
         result = export_run(root, run, paths.final)
     except (ExportError, CheckpointError) as exc:

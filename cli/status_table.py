@@ -4,6 +4,7 @@ on a machine where no run ever trained."""
 
 from __future__ import annotations
 
+import socket
 from pathlib import Path
 
 from rich.table import Table
@@ -22,6 +23,10 @@ def _state(record: RunRecord, training_here: str | None) -> str:
         session = find_session(record.run)
         if session is not None and window_alive(session, TRAIN_WINDOW):
             return "[green]running[/]"
+        last_host = record.sessions[-1].get("host") if record.sessions else None
+        if last_host == socket.gethostname():
+            # It trained here, and no trainer holds the lock: it was killed.
+            return "[red]crashed[/] (resume it)"
         return "running (not here)"
     colors = {"finished": "blue", "interrupted": "yellow", "failed": "red"}
     return f"[{colors.get(record.status, 'white')}]{record.status}[/]"
@@ -43,7 +48,7 @@ def _best_evaluations(root: Path) -> dict[str, float]:
 def status_table(root: Path) -> Table:
     """The table of every run in this checkout, newest first."""
     table = Table(title=f"lander runs in {root}")
-    for column in (
+    columns = [
         "run",
         "state",
         "steps",
@@ -52,15 +57,11 @@ def status_table(root: Path) -> Table:
         "success",
         "last checkpoint",
         "best eval",
-        "git",
-        "parent",
-    ):
-        table.add_column(
-            column,
-            justify="right"
-            if column in ("steps", "fps", "reward", "success", "best eval")
-            else "left",
-        )
+        "restarts",
+    ]
+    numeric = {"steps", "fps", "reward", "success", "best eval", "restarts"}
+    for column in [*columns, "git", "parent"]:
+        table.add_column(column, justify="right" if column in numeric else "left")
     records = []
     for path in (root / "checkpoints").glob("*/run.json"):
         try:
@@ -83,6 +84,7 @@ def status_table(root: Path) -> Table:
             "-" if extra.get("last_success") is None else f"{extra['last_success']:.2f}",
             record.last_checkpoint or "-",
             "-" if evaluation is None else f"{evaluation:.1f}",
+            str(extra.get("restarts", 0)),
             run_push_state(root, record.run),
             record.parent or "",
         )

@@ -82,6 +82,12 @@ Device = Annotated[
     str | None,
     typer.Option(help="auto (CUDA only for image observations), cpu or cuda. [default: auto]"),
 ]
+MaxRestarts = Annotated[
+    int | None,
+    typer.Option(
+        help="Faulty games restarted per minute before the run stops (0: never restart). [default: 3]"
+    ),
+]
 ReadTimeout = Annotated[
     float | None, typer.Option(help="Seconds a game may take to answer. [default: 30]")
 ]
@@ -109,7 +115,7 @@ CONFIG_FLAGS = frozenset(
     {
         "timesteps", "n_parallel", "agents_per_instance", "speedup", "action_repeat", "port", "seed",
         "game_bin", "game_arg", "in_process", "ent_coef", "learning_rate", "n_steps", "batch_size",
-        "checkpoint_every", "eval_every", "push_every", "device", "read_timeout",
+        "checkpoint_every", "eval_every", "push_every", "device", "read_timeout", "max_restarts_per_minute",
     }
 )  # fmt: skip
 """The train flags that are ``TrainConfig`` settings (the rest steer the session)."""

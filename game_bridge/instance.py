@@ -87,7 +87,8 @@ class GameInstance:
         """
         output_path.parent.mkdir(parents=True, exist_ok=True)
         self.output_path = output_path
-        self._output_file = output_path.open("wb")
+        # Append: a restarted instance keeps the output of the one it replaces.
+        self._output_file = output_path.open("ab")
         try:
             self.process = subprocess.Popen(
                 command,

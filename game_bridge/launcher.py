@@ -17,9 +17,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from game_bridge import protocol
-from game_bridge.errors import BridgeError, LaunchError
+from game_bridge.errors import BridgeError, LaunchError, PortInUse
 from game_bridge.instance import GameInstance
 from game_bridge.spaces import EnvInfo, parse_env_info
+
+_PORT_TRIES = 20
 
 
 def bundled_game_command() -> list[str]:
@@ -57,6 +59,8 @@ class LaunchConfig:
     :param connect_timeout: seconds all instances together may take to connect.
     :param read_timeout: seconds one reply may take.
     :param output_dir: where each instance's console output goes (a temporary folder if None).
+    :param auto_port: when a port of the block is taken, move to the next free block
+        (``base_port`` is updated); else fail naming the port.
     """
 
     command: list[str] = field(default_factory=bundled_game_command)
@@ -71,6 +75,7 @@ class LaunchConfig:
     read_timeout: float = 30.0
     max_frame_bytes: int = protocol.DEFAULT_MAX_FRAME_BYTES
     output_dir: Path | None = None
+    auto_port: bool = True
 
     def arguments(self, index: int) -> list[str]:
         """The launch arguments of instance ``index``, as PROTOCOL.md lists them."""
@@ -119,11 +124,44 @@ def _accept_all(instances: list[GameInstance], deadline: float) -> None:
         selector.close()
 
 
-def launch_instances(config: LaunchConfig) -> tuple[list[GameInstance], list[EnvInfo]]:
-    """Start every instance, accept every connection, handshake and read ``env_info``.
+def _listen_all(config: LaunchConfig, indices: list[int]) -> list[GameInstance]:
+    """Open a listening port per instance; on a port conflict move the whole block
+    (when ``config.auto_port``) to the next free one, updating ``config.base_port``."""
+    tries = _PORT_TRIES if config.auto_port else 1
+    first_error: PortInUse | None = None
+    for _ in range(tries):
+        instances: list[GameInstance] = []
+        try:
+            for index in indices:
+                instances.append(
+                    GameInstance(
+                        index,
+                        config.base_port + index,
+                        config.host,
+                        config.read_timeout,
+                        config.max_frame_bytes,
+                    )
+                )
+            return instances
+        except PortInUse as exc:
+            close_instances(instances)
+            first_error = first_error or exc
+            config.base_port += config.n_instances
+            if config.base_port + config.n_instances > 65535:
+                break
+    assert first_error is not None
+    raise first_error
 
-    On any failure every instance started so far is closed before the error propagates.
 
+def launch_instances(
+    config: LaunchConfig, indices: list[int] | None = None
+) -> tuple[list[GameInstance], list[EnvInfo]]:
+    """Start instances, accept every connection, handshake and read ``env_info``.
+
+    All instances start at once and are awaited together. On any failure every
+    instance started so far is closed before the error propagates.
+
+    :param indices: which instances to start (default: all; a restart starts one).
     :return: the connected instances and each one's parsed ``env_info``.
     :raises BridgeError: a launch, connection or protocol fault, naming the instance.
     """
@@ -131,23 +169,24 @@ def launch_instances(config: LaunchConfig) -> tuple[list[GameInstance], list[Env
         raise LaunchError(
             None, f"the number of game instances must be at least 1, got {config.n_instances}"
         )
-    output_dir = config.output_dir or Path(tempfile.mkdtemp(prefix="lander-games-"))
-    instances: list[GameInstance] = []
-    try:
-        for index in range(config.n_instances):
-            instances.append(
-                GameInstance(
-                    index,
-                    config.base_port + index,
-                    config.host,
-                    config.read_timeout,
-                    config.max_frame_bytes,
-                )
+    if config.output_dir is None:
+        config.output_dir = Path(tempfile.mkdtemp(prefix="lander-games-"))
+    chosen = list(range(config.n_instances)) if indices is None else indices
+    instances = (
+        _listen_all(config, chosen)
+        if indices is None
+        else [
+            GameInstance(
+                i, config.base_port + i, config.host, config.read_timeout, config.max_frame_bytes
             )
+            for i in chosen
+        ]
+    )
+    try:
         for instance in instances:
             instance.start(
                 [*config.command, *config.arguments(instance.index)],
-                output_dir / f"game_{instance.index}.log",
+                config.output_dir / f"game_{instance.index}.log",
             )
         _accept_all(instances, time.monotonic() + config.connect_timeout)
         for instance in instances:

@@ -167,6 +167,8 @@ def parse_env_info(message: dict[str, Any], instance: int | None = None) -> EnvI
         n_agents = len(obs_value)
     else:
         n_agents = 1
+    if n_agents < 1:
+        raise ProtocolViolation(instance, "env_info declares no agents")
     obs_per_agent = _entry_per_agent(obs_value, n_agents, "observation_space", instance)
     act_per_agent = _entry_per_agent(act_value, n_agents, "action_space", instance)
     if any(spec != obs_per_agent[0] for spec in obs_per_agent) or any(

@@ -7,7 +7,9 @@ reply, so all games step in parallel while the trainer waits once.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -15,18 +17,42 @@ from stable_baselines3.common.vec_env.base_vec_env import VecEnv, VecEnvObs, Vec
 
 from game_bridge import protocol
 from game_bridge.errors import BridgeError, ProtocolViolation
+from game_bridge.instance import GameInstance
 from game_bridge.launcher import LaunchConfig, close_instances, launch_instances
 from game_bridge.spaces import ActionCodec, EnvInfo, ObservationCodec
+
+
+class TooManyRestarts(BridgeError):
+    """Game instances failed more often than the restart limit allows."""
+
+
+@dataclass(frozen=True)
+class Restart:
+    """One restart of a faulty instance: when, which, and why."""
+
+    at: float
+    instance: int
+    reason: str
 
 
 class GameVecEnv(VecEnv):
     """Game instances driven over TCP as one vectorized environment.
 
+    A game that dies, hangs or sends garbage mid-run is restarted on the same
+    port: its agents' episodes end as truncated (bootstrapped from their last
+    observation) and training goes on. More than ``max_restarts_per_minute``
+    restarts raise :class:`TooManyRestarts`; 0 turns restarts off.
+
     :param config: how to launch the instances.
+    :param max_restarts_per_minute: restarts tolerated in any 60 s window.
     """
 
-    def __init__(self, config: LaunchConfig) -> None:
+    def __init__(self, config: LaunchConfig, max_restarts_per_minute: int = 0) -> None:
         self.config = config
+        self.requested_port = config.base_port
+        self.max_restarts_per_minute = max_restarts_per_minute
+        self.restarts: list[Restart] = []
+        self._send_faults: dict[int, BridgeError] = {}
         self.instances, infos = launch_instances(config)
         try:
             self.env_info = self._common_layout(infos)
@@ -40,6 +66,7 @@ class GameVecEnv(VecEnv):
             self.env_info.observations[0].key if len(self.env_info.observations) == 1 else None
         )
         self._actions: np.ndarray | None = None
+        self._last_parts: list[dict[str, np.ndarray]] = []
         self._closed = False
         super().__init__(
             config.n_instances * self.agents_per_instance,
@@ -94,39 +121,116 @@ class GameVecEnv(VecEnv):
                 "type": "action",
                 "action": self.action_codec.encode(actions[start : start + k]),
             }
-            instance.send_bytes(protocol.encode_message(payload))
+            try:
+                instance.send_bytes(protocol.encode_message(payload))
+            except BridgeError as exc:
+                if not self.max_restarts_per_minute:
+                    raise
+                self._send_faults[instance.index] = exc  # handled in step_wait
         self._actions = actions
 
+    def _read_reset(self, instance: GameInstance) -> dict[str, np.ndarray]:
+        reply = instance.receive("reset")
+        return self.obs_codec.decode(reply.get("obs"), self.agents_per_instance, instance.index)
+
+    def _read_step(
+        self, instance: GameInstance
+    ) -> tuple[dict[str, np.ndarray], list[Any], list[Any], list[Any]]:
+        """One instance's ``step`` reply, checked: observations, rewards, dones, infos."""
+        k, index = self.agents_per_instance, instance.index
+        reply = instance.receive("step")
+        decoded = self.obs_codec.decode(reply.get("obs"), k, index)
+        reward, done, info = reply.get("reward"), reply.get("done"), reply.get("info", [{}] * k)
+        if not (isinstance(reward, list) and isinstance(done, list) and isinstance(info, list)):
+            raise ProtocolViolation(
+                index, f"step reply lacks reward, done or info lists: {str(reply)[:120]}"
+            )
+        if not len(reward) == len(done) == len(info) == k:
+            raise ProtocolViolation(
+                index,
+                f"step reply has {len(reward)} rewards, {len(done)} dones, {len(info)} infos for {k} agents",
+            )
+        if not all(isinstance(r, int | float) and not isinstance(r, bool) for r in reward):
+            raise ProtocolViolation(
+                index, f"step reply has non-numeric rewards: {str(reward)[:120]}"
+            )
+        return decoded, reward, done, info
+
     def step_wait(self) -> VecEnvStepReturn:
-        """Gather every instance's ``step`` reply into one batch."""
+        """Gather every instance's ``step`` reply into one batch, restarting faulty games."""
         k = self.agents_per_instance
         parts: list[dict[str, np.ndarray]] = []
-        rewards = np.empty(self.num_envs, dtype=np.float32)
-        dones = np.empty(self.num_envs, dtype=bool)
+        rewards = np.zeros(self.num_envs, dtype=np.float32)
+        dones = np.ones(self.num_envs, dtype=bool)
         infos: list[dict[str, Any]] = []
-        for instance in self.instances:
-            reply = instance.receive("step")
+        for instance in list(self.instances):
             index = instance.index
-            decoded = self.obs_codec.decode(reply.get("obs"), k, index)
-            reward, done, info = reply.get("reward"), reply.get("done"), reply.get("info", [{}] * k)
-            if not (isinstance(reward, list) and isinstance(done, list) and isinstance(info, list)):
-                raise ProtocolViolation(index, "step reply lacks reward, done or info lists")
-            if not len(reward) == len(done) == len(info) == k:
-                raise ProtocolViolation(
-                    index,
-                    f"step reply has {len(reward)} rewards, {len(done)} dones, {len(info)} infos for {k} agents",
-                )
             try:
-                rewards[index * k : (index + 1) * k] = reward
-                dones[index * k : (index + 1) * k] = [bool(flag) for flag in done]
-            except (TypeError, ValueError) as exc:
-                raise ProtocolViolation(
-                    index, f"step reply has non-numeric rewards or dones ({exc})"
-                ) from None
+                fault = self._send_faults.pop(index, None)
+                if fault is not None:
+                    raise fault
+                decoded, reward, done, info = self._read_step(instance)
+            except BridgeError as exc:
+                if not self.max_restarts_per_minute:
+                    raise
+                decoded = self._restart(index, exc)
+                infos.extend(self._restart_infos(index, exc))
+                parts.append(decoded)
+                continue
+            rewards[index * k : (index + 1) * k] = reward
+            dones[index * k : (index + 1) * k] = [bool(flag) for flag in done]
             for agent, agent_info in enumerate(info):
                 infos.append(self._agent_info(agent_info, bool(done[agent]), decoded, agent, index))
             parts.append(decoded)
+        self._last_parts = parts
         return self._to_vec_obs(parts), rewards, dones, infos
+
+    def _restart_infos(self, index: int, fault: BridgeError) -> list[dict[str, Any]]:
+        """The episodes a restart cut short end as truncated, bootstrapped from the last observation."""
+        previous = self._last_parts[index] if self._last_parts else None
+        infos = []
+        for agent in range(self.agents_per_instance):
+            info: dict[str, Any] = {"TimeLimit.truncated": True, "game_restarted": str(fault)}
+            if previous is not None:
+                info["terminal_observation"] = self._one_obs(
+                    {key: value[agent] for key, value in previous.items()}
+                )
+            infos.append(info)
+        return infos
+
+    def _restart(self, index: int, fault: BridgeError) -> dict[str, np.ndarray]:
+        """Replace a faulty instance with a fresh one on the same port and reset it.
+
+        :raises TooManyRestarts: past the per-minute limit (naming the instance, the
+            fault and the game's last output).
+        """
+        now = time.monotonic()
+        old = self.instances[index]
+        tail = old.output_tail(400).replace("\n", " | ")
+        self.restarts.append(Restart(now, index, str(fault)))
+        recent = [r for r in self.restarts if now - r.at <= 60.0]
+        if len(recent) > self.max_restarts_per_minute:
+            raise TooManyRestarts(
+                index,
+                f"{len(recent)} game restarts within a minute (limit {self.max_restarts_per_minute}); "
+                f"last fault: {fault.detail}" + (f"; last output: {tail}" if tail else ""),
+            )
+        old.faulted = True
+        close_instances([old])
+        started, infos = launch_instances(self.config, [index])
+        fresh = started[0]
+        try:
+            if not infos[0].same_layout(self.env_info):
+                raise ProtocolViolation(
+                    index, "the restarted game declares other spaces than before"
+                )
+            fresh.send({"type": "reset"})
+            decoded = self._read_reset(fresh)
+        except BaseException:
+            close_instances([fresh])
+            raise
+        self.instances[index] = fresh
+        return decoded
 
     def _agent_info(
         self, raw: Any, done: bool, decoded: dict[str, np.ndarray], agent: int, instance: int

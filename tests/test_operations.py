@@ -4,7 +4,6 @@ bare remote in a temporary folder, a second clone, TensorBoard on loopback."""
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import urllib.request
 import uuid
@@ -14,51 +13,9 @@ from pathlib import Path
 import libtmux
 import pytest
 
-from tests.conftest import REPO_ROOT, find_free_port_block, wait_until
+from tests.conftest import GIT_IDENTITY, REPO_ROOT, SMALL, find_free_port_block, git, wait_until
 
 LANDER = REPO_ROOT / ".venv" / "bin" / "lander"
-GIT_IDENTITY = {
-    "GIT_AUTHOR_NAME": "lander tests",
-    "GIT_AUTHOR_EMAIL": "tests@lander.invalid",
-    "GIT_COMMITTER_NAME": "lander tests",
-    "GIT_COMMITTER_EMAIL": "tests@lander.invalid",
-}
-SMALL = [
-    "--n-parallel",
-    "2",
-    "--agents-per-instance",
-    "2",
-    "--n-steps",
-    "256",
-    "--checkpoint-every",
-    "2048",
-]
-
-
-def git(cwd: Path, *args: str) -> str:
-    env = {**os.environ, **GIT_IDENTITY}
-    return subprocess.run(
-        ["git", *args], cwd=cwd, env=env, capture_output=True, text=True, check=True
-    ).stdout
-
-
-@pytest.fixture
-def checkout(tmp_path: Path) -> tuple[Path, Path]:
-    """A lander checkout (as a user would have) whose origin is a bare repository."""
-    remote = tmp_path / "remote.git"
-    work = tmp_path / "work"
-    git(tmp_path, "init", "-q", "--bare", "-b", "main", str(remote))
-    git(tmp_path, "init", "-q", "-b", "main", str(work))
-    for folder in ("checkpoints", "logs", "bots"):
-        (work / folder).mkdir()
-        (work / folder / ".gitkeep").touch()
-    shutil.copy(REPO_ROOT / ".gitignore", work / ".gitignore")
-    (work / "notes.txt").write_text("the user's own file\n")
-    git(work, "add", "-A")
-    git(work, "commit", "-q", "-m", "init")
-    git(work, "remote", "add", "origin", str(remote))
-    git(work, "push", "-q", "-u", "origin", "main")
-    return work, remote
 
 
 @pytest.fixture

@@ -21,6 +21,7 @@ from rich.progress import (
 from stable_baselines3.common.callbacks import BaseCallback
 from stable_baselines3.common.vec_env import VecNormalize
 
+from game_bridge.vec_env import GameVecEnv
 from training.checkpoints import checkpoint_name, rotate_checkpoints, save_checkpoint
 from training.policy_tweaks import action_std
 
@@ -153,3 +154,36 @@ class ProgressReport(BaseCallback):
         if self._progress is not None:
             self._progress.stop()
             self._progress = None
+
+
+class GameHealth(BaseCallback):
+    """Logs game restarts (``games/restarts`` in TensorBoard) and reports each one.
+
+    :param game_env: the bridge (None in-process: nothing to watch).
+    :param log: writes a line to the run's log.
+    :param on_change: called with the restart count when it grows.
+    """
+
+    def __init__(
+        self,
+        game_env: GameVecEnv | None,
+        log: Callable[[str], None],
+        on_change: Callable[[int], None],
+    ) -> None:
+        super().__init__()
+        self.game_env = game_env
+        self.log = log
+        self.on_change = on_change
+        self._seen = 0
+
+    def _on_step(self) -> bool:
+        if self.game_env is not None and len(self.game_env.restarts) > self._seen:
+            for restart in self.game_env.restarts[self._seen :]:
+                self.log(f"restarted game instance {restart.instance}: {restart.reason}")
+            self._seen = len(self.game_env.restarts)
+            self.on_change(self._seen)
+        return True
+
+    def _on_rollout_end(self) -> None:
+        if self.game_env is not None:
+            self.logger.record("games/restarts", len(self.game_env.restarts))

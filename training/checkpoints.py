@@ -8,6 +8,7 @@ to a temporary name, synced, then renamed, so no checkpoint is ever half-written
 from __future__ import annotations
 
 import io
+import json
 import os
 import pickle
 import re
@@ -116,6 +117,15 @@ def is_valid_checkpoint(path: Path) -> bool:
         return False
 
 
+def saved_timesteps(path: Path) -> int | None:
+    """The ``num_timesteps`` stored in a model file, or None when it cannot be read."""
+    try:
+        with zipfile.ZipFile(path) as archive:
+            return int(json.loads(archive.read("data"))["num_timesteps"])
+    except (OSError, zipfile.BadZipFile, KeyError, ValueError, TypeError):
+        return None
+
+
 @dataclass(frozen=True)
 class ResumePoint:
     """What a resume starts from.
@@ -133,6 +143,8 @@ def find_resume_point(root: Path, source: str, console: Console | None = None) -
 
     ``source`` is a run name (its ``final.zip``, else its newest valid rotating
     checkpoint; corrupt files are skipped with a warning) or a path to a model file.
+    A ``final.zip`` older than the newest checkpoint (left by an earlier session
+    before a later one was killed) loses to that checkpoint.
 
     :raises CheckpointError: when nothing valid is found.
     """
@@ -146,12 +158,16 @@ def find_resume_point(root: Path, source: str, console: Console | None = None) -
     paths = RunPaths(root, source)
     if not paths.checkpoints.is_dir():
         raise CheckpointError(f"run {source!r} has no checkpoints folder ({paths.checkpoints})")
-    options = [paths.final, *reversed(rotating_checkpoints(paths.checkpoints))]
-    for option in options:
+    valid: list[tuple[int, int, Path]] = []
+    for rank, option in enumerate([*rotating_checkpoints(paths.checkpoints), paths.final]):
         if not option.exists():
             continue
-        if is_valid_checkpoint(option):
-            return ResumePoint(option, source)
-        if console is not None:
-            console.print(f"[yellow]warning:[/] skipping corrupt checkpoint {option}")
+        steps = saved_timesteps(option) if is_valid_checkpoint(option) else None
+        if steps is None:
+            if console is not None:
+                console.print(f"[yellow]warning:[/] skipping corrupt checkpoint {option}")
+            continue
+        valid.append((steps, rank, option))  # on equal steps final.zip (ranked last) wins
+    if valid:
+        return ResumePoint(max(valid)[2], source)
     raise CheckpointError(f"run {source!r} has no valid checkpoint to resume from")

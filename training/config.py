@@ -38,6 +38,9 @@ class TrainConfig:
         False  # train on the in-process Lander-v0 (no TCP): debugging and speed reference
     )
     read_timeout: float = 30.0  # seconds a game may take to answer one message
+    max_restarts_per_minute: int = (
+        3  # faulty games restarted per minute before the run stops (0: never restart)
+    )
     # -- PPO -----------------------------------------------------------------------
     timesteps: int = 600_000  # steps to train in this session (a resume adds this many)
     learning_rate: float = 3e-4  # Adam step size
@@ -100,6 +103,10 @@ class TrainConfig:
             raise ConfigError("checkpoint-every and keep-checkpoints must be at least 1")
         if self.device not in ("auto", "cpu", "cuda"):
             raise ConfigError(f"device must be auto, cpu or cuda, got {self.device!r}")
+        if self.max_restarts_per_minute < 0:
+            raise ConfigError(
+                f"max-restarts-per-minute must be 0 or more, got {self.max_restarts_per_minute}"
+            )
         if self.read_timeout <= 0:
             raise ConfigError(f"read-timeout must be positive, got {self.read_timeout}")
         return self

@@ -62,10 +62,20 @@ def make_vec_env(config: TrainConfig, games_log_dir: Path | None = None) -> VecE
     env: VecEnv = (
         _in_process_env(config)
         if config.in_process
-        else GameVecEnv(launch_config(config, games_log_dir))
+        else GameVecEnv(launch_config(config, games_log_dir), config.max_restarts_per_minute)
     )
     env.seed(config.seed)
     return VecMonitor(env)
+
+
+def game_env_of(env: VecEnv) -> GameVecEnv | None:
+    """The GameVecEnv under any wrappers, or None for in-process training."""
+    current: Any = env
+    while current is not None:
+        if isinstance(current, GameVecEnv):
+            return current
+        current = getattr(current, "venv", None)
+    return None
 
 
 def wrap_normalization(

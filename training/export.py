@@ -288,6 +288,11 @@ def export_policy(
         onnx_parity = _compare(expected, onnx_actions(candidate, obs, bot), mask)
         if not onnx_parity.passed(discrete):
             raise ExportError(f"ONNX export disagrees with the model: {onnx_parity}")
-        write_json_atomic(bot_json, spec)
-        os.replace(candidate, bot_onnx)
+        try:
+            write_json_atomic(bot_json, spec)
+            os.replace(candidate, bot_onnx)
+        except OSError as exc:
+            raise ExportError(
+                f"cannot write {bot_json.name} or {bot_onnx.name}: {exc.strerror or exc}"
+            ) from None
     return ExportResult(bot_json, bot_onnx, bot_parity, onnx_parity)

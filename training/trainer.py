@@ -10,6 +10,7 @@ from __future__ import annotations
 import pickle
 import shutil
 import signal
+import socket
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -26,7 +27,7 @@ from stable_baselines3.common.logger import configure
 from stable_baselines3.common.vec_env import VecEnv, VecNormalize
 
 from game_bridge.errors import BridgeError
-from training.callbacks import ProgressReport, RotatingCheckpoints, StopFlag
+from training.callbacks import GameHealth, ProgressReport, RotatingCheckpoints, StopFlag
 from training.checkpoints import (
     CheckpointError,
     ResumePoint,
@@ -36,7 +37,7 @@ from training.checkpoints import (
     save_checkpoint,
 )
 from training.config import ConfigError, TrainConfig, apply_overrides, load_config_file
-from training.environments import make_vec_env, wrap_normalization
+from training.environments import game_env_of, make_vec_env, wrap_normalization
 from training.eval_callback import PeriodicEvaluation
 from training.evaluation import EvalResult, LanderSettings
 from training.policy_tweaks import reset_action_std
@@ -105,12 +106,14 @@ class TrainOutcome:
     :param exit_code: what the command should exit with.
     :param record: the run record as saved.
     :param error: why it failed, when it did.
+    :param final_saved: True when this session wrote ``final.zip``.
     """
 
     status: str
     exit_code: int
     record: RunRecord
     error: str | None = None
+    final_saved: bool = False
 
 
 def plan_training(request: TrainRequest, console: Console | None = None) -> TrainPlan:
@@ -303,6 +306,12 @@ def train(
             on_checkpoint(path, record)
 
     evaluations = _periodic_evaluation(config, normalizer, record, log)
+    game_env = game_env_of(env)
+    if game_env is not None and game_env.config.base_port != config.port:
+        log(
+            f"ports {config.port}+ were taken: the games use ports {game_env.config.base_port}+ instead"
+        )
+    health = GameHealth(game_env, log, lambda count: record.extra.update(restarts=count))
     checkpoints = RotatingCheckpoints(
         paths.checkpoints, config.checkpoint_every, config.keep_checkpoints, normalizer, saved
     )
@@ -311,7 +320,14 @@ def train(
         try:
             model.learn(
                 total_timesteps=config.timesteps,
-                callback=[stop, progress, checkpoints, *evaluations, *(extra_callbacks or [])],
+                callback=[
+                    stop,
+                    progress,
+                    health,
+                    checkpoints,
+                    *evaluations,
+                    *(extra_callbacks or []),
+                ],
                 reset_num_timesteps=False,
             )
         except BridgeError as exc:
@@ -325,9 +341,11 @@ def train(
             exit_code = (
                 0 if received.get("signal") == signal.SIGINT else 128 + received.get("signal", 0)
             )
+        final_saved = False
         try:
             save_checkpoint(model, paths.final, normalizer)
             record.last_checkpoint = paths.final.name
+            final_saved = True
         except CheckpointError as exc:
             status, exit_code = "failed", 1
             error = f"{error}; also {exc}" if error else str(exc)
@@ -345,7 +363,7 @@ def train(
         ("[green]" if status == "finished" else "[yellow]" if status == "interrupted" else "[red]")
         + message
     )
-    return TrainOutcome(status, exit_code, record, error)
+    return TrainOutcome(status, exit_code, record, error, final_saved)
 
 
 def _periodic_evaluation(
@@ -388,6 +406,7 @@ def _start_record(plan: TrainPlan, request: TrainRequest, model: PPO) -> RunReco
             "resumed_from": record.resumed_from,
             "reset_std": request.reset_std,
             "git_commit": request.git_commit,
+            "host": socket.gethostname(),
         }
     )
     return record

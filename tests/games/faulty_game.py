@@ -5,6 +5,7 @@ hang (stops answering), oversize (announces a 2 GB frame), badjson (sends
 bytes that are not JSON), wrongtype (replies with type "reset" to an action),
 wrongcount (replies for one agent too few), noconnect (exits before connecting),
 none (behaves). ``--ignore_close=1`` makes it ignore the close message.
+``--once_marker=DIR`` makes each port fault only once (a restarted game behaves).
 """
 
 import json
@@ -76,7 +77,12 @@ def main():
         elif kind == "reset":
             send(sock, {"type": "reset", "obs": obs, "info": [{}] * agents})
         elif kind == "action":
-            if good_steps >= after:
+            marker = arg("once_marker", "")
+            if marker and os.path.exists(os.path.join(marker, arg("port", "0"))):
+                fault = "none"  # this port already failed once: behave now
+            if good_steps >= after and fault != "none":
+                if marker:
+                    open(os.path.join(marker, arg("port", "0")), "w").close()
                 print(f"injecting fault {fault}", flush=True)
                 if fault == "eof":
                     sock.close()

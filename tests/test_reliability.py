@@ -1,0 +1,388 @@
+"""Faults injected into real processes: games that crash, hang or send garbage
+mid-run, a trainer killed with SIGKILL, a full disk, a remote that moved, a port
+in use, and bad input. Plus property-based fuzzing of the frame decoder and the
+env_info parser."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import resource
+import signal
+import subprocess
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from rich.console import Console
+
+from game_bridge import protocol
+from game_bridge.errors import PortInUse, ProtocolViolation
+from game_bridge.instance import GameInstance
+from game_bridge.launcher import LaunchConfig
+from game_bridge.spaces import parse_env_info
+from game_bridge.vec_env import GameVecEnv, TooManyRestarts
+from tests.conftest import GIT_IDENTITY, REPO_ROOT, SMALL, git, python_game, wait_until
+from training.run_record import RunRecord
+from training.trainer import TrainRequest, train
+
+LANDER = REPO_ROOT / ".venv" / "bin" / "lander"
+QUIET = Console(file=open(os.devnull, "w"))  # noqa: SIM115 (lives for the whole module)
+
+
+def faulty(tmp_path: Path, fault: str, after: int = 3, once: bool = True) -> list[str]:
+    marker = tmp_path / "markers"
+    marker.mkdir(exist_ok=True)
+    extra = [f"--once_marker={marker}"] if once else []
+    return python_game("faulty_game.py", f"--fault={fault}", f"--after={after}", *extra)
+
+
+@pytest.mark.parametrize(
+    ("fault", "reason"),
+    [
+        ("die", "exit code 3"),
+        ("hang", "no reply within"),
+        ("badjson", "malformed JSON"),
+        ("wrongcount", "for 2 agents"),
+        ("oversize", "2000000000 bytes"),
+    ],
+)
+def test_faulty_game_is_restarted_and_its_episodes_end_truncated(
+    tmp_path: Path, port_block: Callable[[int], int], fault: str, reason: str
+) -> None:
+    env = GameVecEnv(
+        LaunchConfig(
+            command=faulty(tmp_path, fault),
+            n_instances=2,
+            base_port=port_block(2),
+            read_timeout=1.5,
+        ),
+        max_restarts_per_minute=5,
+    )
+    try:
+        env.reset()
+        pids = [instance.process.pid for instance in env.instances if instance.process]
+        for _ in range(3):
+            env.step(np.zeros((4, 1), dtype=np.float32))
+        started = time.monotonic()
+        obs, rewards, dones, infos = env.step(np.zeros((4, 1), dtype=np.float32))
+        assert time.monotonic() - started < 10.0
+        assert dones.all(), "every agent of a restarted instance ends its episode"
+        assert not rewards.any()
+        assert all(info["TimeLimit.truncated"] for info in infos)
+        assert all(np.array_equal(info["terminal_observation"], [0.0, 0.0]) for info in infos)
+        assert len(env.restarts) == 2 and reason in env.restarts[0].reason
+        assert [instance.process.pid for instance in env.instances if instance.process] != pids
+        for _ in range(20):  # training goes on with the restarted games
+            obs, _, dones, _ = env.step(np.zeros((4, 1), dtype=np.float32))
+        assert not dones.any() and obs.shape == (4, 2)
+    finally:
+        env.close()
+
+
+def test_too_many_restarts_stop_with_the_instance_and_its_last_output(
+    tmp_path: Path, port_block: Callable[[int], int]
+) -> None:
+    env = GameVecEnv(
+        LaunchConfig(command=faulty(tmp_path, "die", after=1, once=False), base_port=port_block(1)),
+        max_restarts_per_minute=2,
+    )
+    try:
+        env.reset()
+        with pytest.raises(
+            TooManyRestarts, match="game instance 0: 3 game restarts within a minute"
+        ) as caught:
+            for _ in range(20):
+                env.step(np.zeros((2, 1), dtype=np.float32))
+        assert "last output: " in str(caught.value) and "injecting fault die" in str(caught.value)
+    finally:
+        env.close()
+
+
+def test_training_survives_a_crashing_game_and_counts_the_restart(
+    tmp_path: Path, port_block: Callable[[int], int]
+) -> None:
+    game = tmp_path / "crashy_game.x86_64"
+    game.write_text("#!/bin/sh\nexec " + " ".join(faulty(tmp_path, "die", after=700)) + ' "$@"\n')
+    game.chmod(0o755)
+    overrides = {
+        "n_parallel": 2, "agents_per_instance": 2, "n_steps": 512, "batch_size": 512, "n_epochs": 1,
+        "timesteps": 8192, "port": port_block(2), "game_bin": str(game),
+    }  # fmt: skip
+    outcome = train(TrainRequest(tmp_path, "survivor", overrides), QUIET)
+    assert outcome.status == "finished" and outcome.record.total_timesteps >= 8192
+    assert outcome.record.extra["restarts"] == 2
+    log = (tmp_path / "logs" / "survivor" / "train.log").read_text()
+    assert "restarted game instance 0" in log and "restarted game instance 1" in log
+    from tests.test_training import tensorboard_steps
+
+    assert (
+        max(
+            value
+            for _, value in tensorboard_steps(tmp_path / "logs" / "survivor", "games/restarts")
+        )
+        == 2
+    )
+
+
+def game_pids(port: int) -> list[int]:
+    """Processes of the bundled game launched on ``port``."""
+    found = []
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            parts = cmdline.read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if b"game_bridge.lander_game" in parts and f"--port={port}".encode() in parts:
+            found.append(int(cmdline.parent.name))
+    return found
+
+
+def alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().split()[2] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def test_sigkilled_trainer_leaves_no_games_and_resumes_from_its_newest_checkpoint(
+    tmp_path: Path, port_block: Callable[[int], int]
+) -> None:
+    port = port_block(2)
+    env = {**os.environ, "LANDER_HOME": str(tmp_path)}
+    args = ["train", "killed", "--no-git", "--timesteps", "10000000", "--port", str(port), *SMALL]
+    trainer = subprocess.Popen(
+        [str(LANDER), *args], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
+    folder = tmp_path / "checkpoints" / "killed"
+    try:
+        wait_until(lambda: len(list(folder.glob("ckpt_*.zip"))) >= 2, 120, "two checkpoints")
+        games = game_pids(port) + game_pids(port + 1)
+        assert len(games) == 2
+        trainer.send_signal(signal.SIGKILL)
+        trainer.wait(timeout=10)
+    finally:
+        if trainer.poll() is None:
+            trainer.kill()
+    wait_until(lambda: not any(alive(pid) for pid in games), 15, "games to exit after SIGKILL")
+    status = subprocess.run(
+        [str(LANDER), "status"], env=env, capture_output=True, text=True, timeout=60, check=False
+    )
+    assert "crashed" in next(line for line in status.stdout.splitlines() if " killed " in line)
+    newest = sorted(folder.glob("ckpt_*.zip"))[-1]
+    (folder / ".ckpt_999999999999.zip.tmp").write_bytes(b"half-written")
+    resumed = subprocess.run(
+        [str(LANDER), "train", "killed", "--resume", "killed", "--no-git", "--timesteps", "512", "--port", str(port)],
+        env=env, capture_output=True, text=True, timeout=180, check=False,
+    )  # fmt: skip
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    record = RunRecord.load(folder / "run.json")
+    assert record.resumed_from == str(newest)
+    assert record.status == "finished"
+    assert not list(folder.glob("*.tmp"))
+
+
+def test_full_disk_gives_a_clear_error_and_leaves_earlier_checkpoints_intact(
+    tmp_path: Path, port_block: Callable[[int], int]
+) -> None:
+    port = port_block(2)
+    env = {**os.environ, "LANDER_HOME": str(tmp_path)}
+    first = subprocess.run(
+        [str(LANDER), "train", "full", "--no-git", "--timesteps", "4096", "--port", str(port), *SMALL],
+        env=env, capture_output=True, text=True, timeout=180, check=False,
+    )  # fmt: skip
+    assert first.returncode == 0, first.stderr
+    folder = tmp_path / "checkpoints" / "full"
+    before = {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in folder.glob("*.zip")}
+
+    def small_disk() -> None:
+        # Files may grow to 64 KiB: a model checkpoint (about 150 KiB) does not fit.
+        resource.setrlimit(resource.RLIMIT_FSIZE, (64 * 1024, 64 * 1024))
+
+    full = subprocess.run(
+        [str(LANDER), "train", "full", "--resume", "full", "--no-git", "--timesteps", "4096", "--port", str(port)],
+        env=env, capture_output=True, text=True, timeout=180, check=False, preexec_fn=small_disk,
+    )  # fmt: skip
+    output = full.stdout + full.stderr
+    assert full.returncode != 0
+    assert "cannot write" in output and "File too large" in output
+    assert "Traceback" not in output
+    after = {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in folder.glob("*.zip")}
+    assert after == before, "no earlier checkpoint was touched"
+    assert not list(folder.glob("*.tmp"))
+    assert RunRecord.load(folder / "run.json").status == "failed"
+
+
+def test_push_rejected_because_the_remote_moved_is_rebased_and_retried(
+    checkout: tuple[Path, Path], tmp_path: Path, port_block: Callable[[int], int]
+) -> None:
+    work, remote = checkout
+    other = tmp_path / "other"
+    git(tmp_path, "clone", "-q", str(remote), str(other))
+    (other / "elsewhere.txt").write_text("pushed from another machine\n")
+    git(other, "add", "elsewhere.txt")
+    git(other, "commit", "-q", "-m", "another machine")
+
+    env = {**os.environ, **GIT_IDENTITY, "LANDER_HOME": str(work)}
+    trainer = subprocess.Popen(
+        [str(LANDER), "train", "moved", "--timesteps", "4096", "--port", str(port_block(2)), *SMALL],
+        env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )  # fmt: skip
+    log = work / "logs" / "moved" / "train.log"
+    wait_until(lambda: log.exists(), 60, "training to start (after its pull)")
+    git(other, "push", "-q")  # the remote moves while the run trains
+    output, _ = trainer.communicate(timeout=180)
+    assert trainer.returncode == 0, output
+    assert "pushed to origin/main" in output
+    history = git(remote, "log", "--format=%s", "main")
+    assert "another machine" in history and "moved: " in history
+
+
+def test_port_in_use_moves_to_the_next_free_block_or_names_the_port(
+    tmp_path: Path, port_block: Callable[[int], int]
+) -> None:
+    base = port_block(6)
+    holder = GameInstance(0, base + 1)
+    try:
+        with pytest.raises(PortInUse, match=f"port 127.0.0.1:{base + 1} is already in use"):
+            GameVecEnv(LaunchConfig(n_instances=2, base_port=base, auto_port=False))
+        outcome = train(
+            TrainRequest(
+                tmp_path, "ports", {"timesteps": 512, "n_parallel": 2, "n_steps": 32, "port": base}
+            ),
+            QUIET,
+        )
+        assert outcome.status == "finished"
+        assert (
+            f"ports {base}+ were taken" in (tmp_path / "logs" / "ports" / "train.log").read_text()
+        )
+    finally:
+        holder.close()
+
+
+def cli(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "LANDER_HOME": str(home)}
+    return subprocess.run(
+        [str(LANDER), *args], env=env, capture_output=True, text=True, timeout=120, check=False
+    )
+
+
+def test_bad_input_is_one_line_a_non_zero_exit_and_nothing_written(tmp_path: Path) -> None:
+    not_executable = tmp_path / "game.x86_64"
+    not_executable.write_text("#!/bin/sh\n")
+    not_a_model = tmp_path / "model.zip"
+    not_a_model.write_bytes(b"PK but not really")
+    settings_file = tmp_path / "bad.toml"
+    settings_file.write_text("warp_factor = 9\n")
+    wrong_kind = tmp_path / "kind.toml"
+    wrong_kind.write_text('n_parallel = "four"\n')
+    cases = [
+        (["train", "x", "--no-git", "--game-bin", str(not_executable)], "is not executable"),
+        (
+            ["train", "x", "--no-git", "--resume", str(not_a_model)],
+            "is not a lander/SB3 model checkpoint",
+        ),
+        (
+            ["train", "x", "--no-git", "--config", str(settings_file)],
+            "unknown setting(s) warp_factor",
+        ),
+        (["train", "x", "--no-git", "--config", str(wrong_kind)], "n_parallel must be int"),
+        (["export", "nothing"], "has no checkpoints folder"),
+        (["play", str(tmp_path / "missing.json")], "cannot read bot"),
+    ]
+    for args, message in cases:
+        result = cli(tmp_path, *args)
+        assert result.returncode != 0, args
+        assert message in result.stderr, (args, result.stderr)
+        assert "Traceback" not in result.stderr + result.stdout
+        assert len(result.stderr.strip().splitlines()) <= 2
+    assert not (tmp_path / "checkpoints").exists()
+    assert not (tmp_path / "bots").exists()
+
+
+# -- property-based fuzzing -------------------------------------------------------
+
+JSON_VALUES = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(-(2**53), 2**53)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(),
+    lambda children: (
+        st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=8), children, max_size=4)
+    ),
+    max_leaves=20,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.dictionaries(st.text(max_size=10), JSON_VALUES, max_size=6))
+def test_any_message_survives_a_frame_round_trip(message: dict[str, Any]) -> None:
+    frame = protocol.encode_message(message)
+    assert frame[4:].isascii()
+    assert protocol.decode_frames(frame) == [message]
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.binary(max_size=64))
+def test_frame_decoder_refuses_garbage_only_with_frame_errors(data: bytes) -> None:
+    try:
+        messages = protocol.decode_frames(data, max_bytes=1024)
+    except protocol.FrameError:
+        return
+    assert all(isinstance(m, dict) for m in messages)
+
+
+SPACE_SPECS = st.fixed_dictionaries(
+    {},
+    optional={
+        "size": st.one_of(
+            st.integers(-2, 5),
+            st.floats(-2, 5),
+            st.lists(st.integers(-1, 4), max_size=3),
+            st.text(max_size=3),
+        ),
+        "space": st.sampled_from(["box", "discrete", "other"]),
+        "action_type": st.sampled_from(["continuous", "discrete", "sideways"]),
+        "low": st.floats(-5, 0),
+    },
+)
+
+
+@settings(max_examples=500, deadline=None)
+@given(
+    st.fixed_dictionaries(
+        {"type": st.sampled_from(["env_info", "reset"])},
+        optional={
+            "observation_space": st.one_of(
+                st.dictionaries(st.text(max_size=6), SPACE_SPECS, max_size=3),
+                st.lists(st.dictionaries(st.text(max_size=6), SPACE_SPECS, max_size=2), max_size=3),
+                JSON_VALUES,
+            ),
+            "action_space": st.one_of(
+                st.dictionaries(st.text(max_size=6), SPACE_SPECS, max_size=3),
+                st.lists(st.dictionaries(st.text(max_size=6), SPACE_SPECS, max_size=2), max_size=3),
+                JSON_VALUES,
+            ),
+            "n_agents": st.one_of(st.integers(-1, 4), st.floats(-1, 4), st.text(max_size=2)),
+            "agent_policy_names": st.one_of(st.lists(st.text(max_size=4), max_size=4), JSON_VALUES),
+        },
+    )
+)
+def test_env_info_parser_accepts_or_raises_a_protocol_violation_only(
+    message: dict[str, Any],
+) -> None:
+    try:
+        info = parse_env_info(message, instance=0)
+    except ProtocolViolation as exc:
+        assert str(exc).startswith("game instance 0: ")
+        return
+    assert info.n_agents >= 1 and info.observations and info.actions
+    json.dumps([entry.key for entry in info.actions])
