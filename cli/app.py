@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -166,6 +166,96 @@ def play(
     from cli.bot_flow import play_and_report
 
     play_and_report(bot, record, agents, seconds, seed, speed)
+
+
+@app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
+def sweep(
+    ctx: typer.Context,
+    name: Annotated[
+        str, typer.Argument(help="Sweep name: trials are runs NAME-t0000, NAME-t0001, ...")
+    ],
+    trials: Annotated[
+        int, typer.Option(help="Trials to finish in all (a stopped sweep resumes).")
+    ] = 10,
+    timesteps_per_trial: Annotated[
+        int, typer.Option(help="Training steps of each trial.")
+    ] = 200_000,
+    space: Annotated[
+        Path | None,
+        typer.Option(help="Search space YAML (default: lr, entropy, n_steps, batch, clip, width)."),
+    ] = None,
+    push_every: Annotated[
+        int, typer.Option(help="Trials between commits and pushes (0: only at the end).")
+    ] = 1,
+    no_git: flags.NoGit = False,
+) -> None:
+    """Search training settings with Optuna (TPE, median pruning); any train flag may follow."""
+    from cli.campaigns import sweep as run
+
+    overrides = _train_overrides(ctx, name, list(ctx.args))
+    raise typer.Exit(
+        run(
+            project_root(),
+            name,
+            trials,
+            timesteps_per_trial,
+            space,
+            overrides,
+            push_every,
+            not no_git,
+        )
+    )
+
+
+@app.command("next", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
+def next_(
+    ctx: typer.Context,
+    from_run: Annotated[
+        str | None, typer.Option("--from", help="The run to continue (default: the newest run).")
+    ] = None,
+    no_git: flags.NoGit = False,
+) -> None:
+    """Train the next run (run03 -> run04) from the previous run's final model; train flags may follow."""
+    from cli.campaigns import next_run
+
+    source = _valid_run(from_run) if from_run else None
+    overrides = _train_overrides(ctx, source or "next", list(ctx.args), allow_reset_std=True)
+    raise typer.Exit(next_run(project_root(), source, overrides, not no_git))
+
+
+@app.command()
+def curriculum(
+    plan: Annotated[
+        Path, typer.Argument(help="A plan YAML: stages with their runs, game args and budgets.")
+    ],
+    no_git: flags.NoGit = False,
+) -> None:
+    """Run a curriculum: stages in order, each resuming from the one before; stops at a failed stage."""
+    from cli.campaigns import curriculum as run
+
+    raise typer.Exit(run(project_root(), plan, not no_git))
+
+
+def _train_overrides(
+    ctx: typer.Context, run: str, args: list[str], allow_reset_std: bool = False
+) -> dict[str, Any]:
+    """Parse trailing train flags as `lander train` does and return the settings they give."""
+    group = typer.main.get_command(app)
+    assert isinstance(group, typer.core.TyperGroup)
+    try:
+        params = (
+            group.commands["train"]
+            .make_context("train", [_valid_run(run), *args], parent=ctx)
+            .params
+        )
+    except typer.TyperException as exc:  # click's usage errors (typer vendors click)
+        fail(getattr(exc, "format_message", exc.__str__)())
+    overrides = flags.collect_overrides(
+        **{k: v for k, v in params.items() if k in flags.CONFIG_FLAGS}
+    )
+    if allow_reset_std and params.get("reset_std") is not None:
+        overrides["reset_std"] = params["reset_std"]
+    return overrides
 
 
 PASSTHROUGH = {"allow_extra_args": True, "ignore_unknown_options": True}

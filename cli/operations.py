@@ -46,8 +46,16 @@ def choose_dashboard(root: Path, host: str, port: int) -> DashboardChoice:
     return DashboardChoice(url, tensorboard_command(root, host, port), "dashboard window started")
 
 
-def start_in_tmux(root: Path, run: str, train_args: list[str], tb_host: str, tb_port: int) -> None:
-    """Start ``lander train RUN ...`` in a detached session, or attach to the live one."""
+def start_in_tmux(
+    root: Path,
+    run: str,
+    train_args: list[str],
+    tb_host: str,
+    tb_port: int,
+    command_args: list[str] | None = None,
+) -> None:
+    """Start ``lander train RUN ...`` (or ``lander <command_args>``: a sweep, a
+    curriculum) in a detached session, or attach to the live one."""
     session = find_session(run)
     if session is not None and window_alive(session, TRAIN_WINDOW):
         if sys.stdin.isatty() and sys.stdout.isatty():
@@ -63,7 +71,8 @@ def start_in_tmux(root: Path, run: str, train_args: list[str], tb_host: str, tb_
         session.kill()  # the last trainer of this run has ended: start afresh
     dashboard = choose_dashboard(root, tb_host, tb_port)
     try:
-        create_run_session(run, root, train_args, dashboard.command, {"LANDER_HOME": str(root)})
+        command = command_args if command_args is not None else ["train", run, *train_args]
+        create_run_session(run, root, command, dashboard.command, {"LANDER_HOME": str(root)})
     except TmuxError as exc:
         fail(str(exc))
     console.print(

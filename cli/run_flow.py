@@ -38,30 +38,53 @@ def run_training(
     reset_std: float | None,
     force: bool,
     use_git: bool,
+    tags: dict[str, Any] | None = None,
 ) -> int:
-    """Run the whole flow for one session; return the process exit code."""
+    """Run the whole flow for one session under the checkout's trainer lock; return the exit code."""
     try:
         RunPaths(root, run)
         with TrainerLock(root, run):
             if use_git:
                 console.print(f"git: {pull(root)}")
-            request = TrainRequest(
-                root=root,
-                run=run,
-                overrides=overrides,
-                config_file=config_file,
-                resume=resume,
-                force=force,
-                reset_std=reset_std,
-                git_commit=current_commit(root),
+            return train_session(
+                root, run, overrides, config_file, resume, reset_std, force, use_git, tags
             )
-            mid_run = _mid_run_pusher(root, run) if use_git else None
-            outcome = train(request, console, on_checkpoint=mid_run)
-            finish_run(root, run, outcome)
-            if use_git:
-                publish(root, run, outcome.record)
-    except (*USER_ERRORS, TrainerBusy, GitSyncError) as exc:
+    except (TrainerBusy, GitSyncError, InvalidRunName) as exc:
         fail(str(exc))
+
+
+def train_session(
+    root: Path,
+    run: str,
+    overrides: dict[str, Any],
+    config_file: Path | None,
+    resume: str | None,
+    reset_std: float | None,
+    force: bool,
+    use_git: bool,
+    tags: dict[str, Any] | None = None,
+) -> int:
+    """Train, export, evaluate, commit and push one run (the caller holds the lock)."""
+    request = TrainRequest(
+        root=root,
+        run=run,
+        overrides=overrides,
+        config_file=config_file,
+        resume=resume,
+        force=force,
+        reset_std=reset_std,
+        git_commit=current_commit(root),
+        tags=tags or {},
+    )
+    try:
+        outcome = train(
+            request, console, on_checkpoint=_mid_run_pusher(root, run) if use_git else None
+        )
+    except USER_ERRORS as exc:
+        fail(str(exc))
+    finish_run(root, run, outcome)
+    if use_git:
+        publish(root, run, outcome.record)
     return outcome.exit_code
 
 

@@ -17,6 +17,16 @@ from training.run_record import RunRecord
 
 
 def _state(record: RunRecord, training_here: str | None) -> str:
+    stage = record.extra.get("curriculum")
+    where = (
+        f" (stage {stage['stage']}/{stage['of']} of {stage['plan']})"
+        if isinstance(stage, dict)
+        else ""
+    )
+    return _bare_state(record, training_here) + where
+
+
+def _bare_state(record: RunRecord, training_here: str | None) -> str:
     if training_here == record.run:
         return "[green]running[/]"
     if record.status == "running":

@@ -80,11 +80,12 @@ def lander_command(*args: str) -> list[str]:
 def create_run_session(
     run: str,
     root: Path,
-    train_args: list[str],
+    command_args: list[str],
     dashboard: list[str] | None,
     environment: dict[str, str],
 ) -> libtmux.Session:
-    """Create the detached session: ``train`` window, and ``dashboard`` unless None.
+    """Create the detached session: a ``train`` window running ``lander <command_args>``
+    (``train RUN ...``, a sweep or a curriculum), and ``dashboard`` unless None.
 
     :raises TmuxError: when tmux cannot create it.
     """
@@ -98,7 +99,7 @@ def create_run_session(
         )
         train_window = _window(session, TRAIN_WINDOW)
         assert train_window is not None
-        _run_in_window(train_window, lander_command("train", run, *train_args), environment)
+        _run_in_window(train_window, lander_command(*command_args), environment)
         if dashboard is not None:
             window = session.new_window(
                 window_name=DASHBOARD_WINDOW, start_directory=str(root), window_shell="cat"

@@ -88,3 +88,18 @@ class RunPaths:
     def exists(self) -> bool:
         """True when this run has been started before."""
         return self.run_json.exists()
+
+
+def next_run_name(root: Path, run: str) -> str:
+    """The run after ``run``: its trailing number plus one, padding kept
+    (``run03`` -> ``run04``, ``run9`` -> ``run10``, ``exp`` -> ``exp2``), skipping
+    names already taken in this checkout."""
+    match = re.fullmatch(r"(.*?)(\d+)", run)
+    prefix, number, width = (
+        (match.group(1), int(match.group(2)), len(match.group(2))) if match else (run, 1, 1)
+    )
+    while True:
+        number += 1
+        candidate = validate_run_name(f"{prefix}{number:0{width}d}")
+        if not RunPaths(root, candidate).checkpoints.exists():
+            return candidate

@@ -75,6 +75,7 @@ class TrainRequest:
     :param force: start over even though the run exists (its old files are removed).
     :param reset_std: set the action standard deviation after loading.
     :param git_commit: the code's commit, recorded in run.json.
+    :param tags: kept in run.json's ``extra`` (a curriculum stage, a sweep trial).
     """
 
     root: Path
@@ -85,6 +86,7 @@ class TrainRequest:
     force: bool = False
     reset_std: float | None = None
     git_commit: str | None = None
+    tags: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -399,6 +401,7 @@ def _start_record(plan: TrainPlan, request: TrainRequest, model: PPO) -> RunReco
     record.git_commit = request.git_commit
     record.total_timesteps = model.num_timesteps
     record.resumed_from = str(plan.resume_point.model) if plan.resume_point else None
+    record.extra.update(request.tags)
     record.sessions.append(
         {
             "started_at": now_iso(),

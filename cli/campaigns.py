@@ -1,0 +1,121 @@
+"""Campaigns of several runs in the foreground: ``lander sweep``, ``lander next``
+and ``lander curriculum``. Each holds the checkout's trainer lock for its whole
+length and carries its results with git like a single run."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from cli.console import console, fail
+from cli.git_sync import GitSyncError, commit_paths, current_commit, pull, push, run_paths_to_stage
+from cli.operations import newest_run
+from cli.run_flow import USER_ERRORS, run_training, train_session
+from cli.trainer_lock import TrainerBusy, TrainerLock
+from training.curriculum import Stage, load_plan, run_plan
+from training.run_paths import InvalidRunName, RunPaths, next_run_name
+from training.search_space import load_space
+from training.sweep import TrialResult, run_sweep
+
+
+def next_run(root: Path, source: str | None, overrides: dict[str, Any], use_git: bool) -> int:
+    """Resume the previous run's final model as the next run name."""
+    previous = source or newest_run(root)
+    if previous is None:
+        fail("no runs in checkpoints/ to continue from")
+    try:
+        name = next_run_name(root, RunPaths(root, previous).run)
+    except InvalidRunName as exc:
+        fail(str(exc))
+    console.print(f"next run: {name}, resumed from {previous}")
+    return run_training(
+        root, name, overrides, None, previous, overrides.pop("reset_std", None), False, use_git
+    )
+
+
+def curriculum(root: Path, plan_file: Path, use_git: bool) -> int:
+    """Run a curriculum plan's stages in order; stop at the first that fails."""
+    try:
+        plan = load_plan(plan_file)
+    except USER_ERRORS as exc:
+        fail(str(exc))
+
+    def stage_session(stage: Stage, previous: str | None, index: int) -> int:
+        tags = {"curriculum": {"plan": plan.name, "stage": index, "of": len(plan.stages)}}
+        force = previous is None and RunPaths(root, stage.run).exists()
+        return train_session(
+            root, stage.run, stage.overrides, None, previous, stage.reset_std, force, use_git, tags
+        )
+
+    try:
+        with TrainerLock(root, plan.name):
+            if use_git:
+                console.print(f"git: {pull(root)}")
+            return run_plan(plan, stage_session, console.print)
+    except (TrainerBusy, GitSyncError) as exc:
+        fail(str(exc))
+
+
+def sweep(
+    root: Path,
+    name: str,
+    trials: int,
+    timesteps_per_trial: int,
+    space_file: Path | None,
+    overrides: dict[str, Any],
+    push_every: int,
+    use_git: bool,
+) -> int:
+    """Run (or resume) an Optuna sweep; commit and push every ``push_every`` trials."""
+    if trials < 1 or timesteps_per_trial < 1:
+        fail("--trials and --timesteps-per-trial must be at least 1")
+    try:
+        space = load_space(space_file)
+        RunPaths(root, name)
+    except (*USER_ERRORS, InvalidRunName) as exc:
+        fail(str(exc))
+    finished: list[TrialResult] = []
+
+    def publish_trials(final: bool = False) -> None:
+        paths = [str(RunPaths(root, name).logs.relative_to(root))]
+        for result in finished:
+            paths.extend(run_paths_to_stage(root, result.run))
+        sha = commit_paths(
+            root, sorted(set(paths)), f"sweep {name}: {len(finished)} trial(s) this session"
+        )
+        if sha is not None or final:
+            console.print(f"git: {push(root).message}")
+
+    def on_trial(result: TrialResult) -> None:
+        finished.append(result)
+        score = "-" if result.result is None else f"{result.result.mean_reward:.1f}"
+        console.print(f"trial {result.number} {result.state}: mean_reward={score}")
+        if use_git and push_every > 0 and len(finished) % push_every == 0:
+            publish_trials()
+
+    try:
+        with TrainerLock(root, name):
+            if use_git:
+                console.print(f"git: {pull(root)}")
+            study = run_sweep(
+                root,
+                name,
+                trials,
+                timesteps_per_trial,
+                space,
+                overrides,
+                console,
+                on_trial,
+                current_commit(root),
+            )
+            if use_git:
+                publish_trials(final=True)
+    except (*USER_ERRORS, TrainerBusy, GitSyncError) as exc:
+        fail(str(exc))
+    complete = [t for t in study.trials if t.value is not None]
+    if complete:
+        best = max(complete, key=lambda t: t.value or float("-inf"))
+        console.print(
+            f"best trial {best.number} ({name}-t{best.number:04d}): {best.value:.2f} with {best.params}"
+        )
+    return 0

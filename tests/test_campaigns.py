@@ -1,0 +1,148 @@
+"""Sweeps, next runs and curricula, with real games, a real Optuna study in
+SQLite and a git checkout with a bare remote."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from collections.abc import Callable
+from pathlib import Path
+
+from tests.conftest import GIT_IDENTITY, REPO_ROOT, SMALL, git
+from training.eval_history import champion_bot_path, load_history
+from training.run_record import RunRecord
+
+LANDER = REPO_ROOT / ".venv" / "bin" / "lander"
+
+
+def lander(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, **GIT_IDENTITY, "LANDER_HOME": str(home)}
+    return subprocess.run(
+        [str(LANDER), *args], env=env, capture_output=True, text=True, timeout=600, check=False
+    )
+
+
+def test_sweep_runs_trials_resumes_when_stopped_and_names_the_champion(
+    checkout: tuple[Path, Path], port_block: Callable[[int], int]
+) -> None:
+    work, remote = checkout
+    port = str(port_block(2))
+    common = ["--timesteps-per-trial", "1024", "--push-every", "1", "--port", port, *SMALL]
+    first = lander(work, "sweep", "sw", "--trials", "2", *common)
+    assert first.returncode == 0, first.stdout + first.stderr
+    lines = (work / "logs" / "sw" / "trials.jsonl").read_text().splitlines()
+    assert len(lines) == 2
+    resumed = lander(work, "sweep", "sw", "--trials", "3", *common)
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    assert "2 trial(s) done, running 1 more" in resumed.stdout
+    trials = [
+        json.loads(line)
+        for line in (work / "logs" / "sw" / "trials.jsonl").read_text().splitlines()
+    ]
+    assert [t["run"] for t in trials] == ["sw-t0000", "sw-t0001", "sw-t0002"]
+    for trial in trials:
+        assert {
+            "learning_rate",
+            "ent_coef",
+            "n_steps",
+            "batch_size",
+            "clip_range",
+            "net_width",
+        } <= set(trial["params"])
+        assert {"mean_reward", "std_reward", "success_rate"} <= set(trial)
+    best = max(trials, key=lambda t: t["mean_reward"])
+    champion = load_history(work)["champion"]
+    assert champion["run"] == best["run"]
+    assert json.loads(champion_bot_path(work).read_text())["run"] == best["run"]
+    assert (work / "logs" / "sw" / "sweep.db").is_file()
+    assert RunRecord.load(work / "checkpoints" / "sw-t0002" / "run.json").extra["sweep"] == {
+        "name": "sw",
+        "trial": 2,
+    }
+    pushed = git(remote, "ls-tree", "-r", "--name-only", "main")
+    assert "logs/sw/trials.jsonl" in pushed and "bots/sw-t0002.json" in pushed
+
+
+def test_next_names_the_next_run_and_resumes_with_the_same_settings(
+    tmp_path: Path, port_block: Callable[[int], int]
+) -> None:
+    port = str(port_block(2))
+    assert (
+        lander(
+            tmp_path, "train", "run03", "--no-git", "--timesteps", "1024", "--port", port, *SMALL
+        ).returncode
+        == 0
+    )
+    result = lander(tmp_path, "next", "--no-git", "--timesteps", "1024", "--ent-coef", "0.02")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "next run: run04, resumed from run03" in result.stdout
+    record = RunRecord.load(tmp_path / "checkpoints" / "run04" / "run.json")
+    assert record.parent == "run03"
+    assert record.total_timesteps == 2048
+    assert record.config.n_parallel == 2 and record.config.port == int(port)  # carried from run03
+    assert record.config.ent_coef == 0.02  # changed by a flag
+
+
+def test_curriculum_resumes_stage_two_from_stage_one(
+    tmp_path: Path, port_block: Callable[[int], int]
+) -> None:
+    port = port_block(2)
+    plan = tmp_path / "plan.yaml"
+    plan.write_text(
+        f"""
+name: course
+stages:
+  - run: course-easy
+    timesteps: 1024
+    n_parallel: 2
+    agents_per_instance: 2
+    n_steps: 256
+    port: {port}
+    game_args: {{difficulty: 0}}
+    ent_coef: 0.01
+  - run: course-hard
+    timesteps: 1024
+    game_args: {{difficulty: 2}}
+    reset_std: 0.5
+"""
+    )
+    result = lander(tmp_path, "curriculum", str(plan), "--no-git")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "stage 1/2 (course-easy)" in result.stdout and "stage 2/2 (course-hard)" in result.stdout
+    easy = RunRecord.load(tmp_path / "checkpoints" / "course-easy" / "run.json")
+    hard = RunRecord.load(tmp_path / "checkpoints" / "course-hard" / "run.json")
+    assert hard.parent == "course-easy"
+    assert hard.total_timesteps == easy.total_timesteps + 1024
+    assert hard.config.game_args == {"difficulty": "2"} and hard.config.n_parallel == 2
+    assert hard.sessions[-1]["reset_std"] == 0.5
+    status = lander(tmp_path, "status").stdout
+    assert "stage 2/2 of course" in next(
+        line for line in status.splitlines() if "course-hard" in line
+    )
+
+
+def test_curriculum_stops_at_a_failed_stage(
+    tmp_path: Path, port_block: Callable[[int], int]
+) -> None:
+    plan = tmp_path / "plan.yaml"
+    plan.write_text(
+        f"""
+stages:
+  - run: ok-stage
+    timesteps: 512
+    n_parallel: 1
+    n_steps: 256
+    port: {port_block(1)}
+  - run: bad-stage
+    timesteps: 512
+    game_bin: /no/such/game
+  - run: never
+    timesteps: 512
+"""
+    )
+    result = lander(tmp_path, "curriculum", str(plan), "--no-git")
+    assert result.returncode != 0
+    assert "does not exist" in result.stderr
+    assert (tmp_path / "checkpoints" / "ok-stage" / "final.zip").is_file()
+    assert not (tmp_path / "checkpoints" / "never").exists()
