@@ -161,11 +161,15 @@ def play(
     speed: Annotated[
         float, typer.Option(help="Game seconds per wall second in the live view.")
     ] = 2.0,
+    game_bin: Annotated[
+        Path | None, typer.Option(help="Fly in this game over the protocol (the Godot lander).")
+    ] = None,
+    port: Annotated[int, typer.Option(help="TCP port of the game with --game-bin.")] = DEFAULT_PORT,
 ) -> None:
-    """Watch a bot fly the bundled game in the terminal, without torch; optionally record it."""
+    """Watch a bot fly the bundled game (or --game-bin) in the terminal, without torch; record it."""
     from cli.bot_flow import play_and_report
 
-    play_and_report(bot, record, agents, seconds, seed, speed)
+    play_and_report(bot, record, agents, seconds, seed, speed, game_bin, port)
 
 
 @app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True})

@@ -99,10 +99,21 @@ def evaluate_and_report(
 
 
 def play_and_report(
-    bot_path: Path, record: Path | None, agents: int, seconds: float, seed: int, speed: float
+    bot_path: Path,
+    record: Path | None,
+    agents: int,
+    seconds: float,
+    seed: int,
+    speed: float,
+    game_bin: Path | None = None,
+    port: int = 11008,
 ) -> None:
-    """``lander play``: fly the bot, print its episodes, write the picture if asked."""
-    from game_bridge.lander_game.play import play_bot, record_picture
+    """``lander play``: fly the bot (in the bundled game, or in ``game_bin`` over the
+    protocol), print its episodes, write the picture if asked."""
+    from game_bridge.lander_game.play import Flight, play_bot, record_picture
+    from game_bridge.launcher import LaunchConfig, game_command
+    from game_bridge.remote_flight import BridgeFlight
+    from game_bridge.vec_env import GameVecEnv
 
     if record is not None and record.suffix.lower() not in (".png", ".gif"):
         fail(f"--record writes a .png or .gif file, not {record.name!r}")
@@ -112,10 +123,39 @@ def play_and_report(
         bot = BotRunner.from_file(bot_path)
     except BotFormatError as exc:
         fail(str(exc))
-    settings = lander_settings(bot.spec.get("trained_with") or {})
-    trace = play_bot(
-        bot, agents, seconds, seed, settings.action_repeat, settings.difficulty, console, speed
-    )
+    trained = bot.spec.get("trained_with") or {}
+    settings = lander_settings(trained)
+    flight: Flight | None = None
+    env: GameVecEnv | None = None
+    try:
+        if game_bin is not None:
+            env = GameVecEnv(
+                LaunchConfig(
+                    command=game_command(game_bin),
+                    base_port=port,
+                    seed=seed,
+                    action_repeat=trained.get("action_repeat"),
+                    speedup=trained.get("speedup"),
+                    game_args={**(trained.get("game_args") or {}), "agents": str(agents)},
+                )
+            )
+            flight = BridgeFlight(env)
+        trace = play_bot(
+            bot,
+            agents,
+            seconds,
+            seed,
+            settings.action_repeat,
+            settings.difficulty,
+            console,
+            speed,
+            flight,
+        )
+    except (BridgeError, ValueError) as exc:
+        fail(str(exc))
+    finally:
+        if env is not None:
+            env.close()
     if trace.returns:
         mean = sum(trace.returns) / len(trace.returns)
         rate = sum(trace.successes) / len(trace.successes)

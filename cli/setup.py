@@ -94,6 +94,50 @@ def remember_game_bin(root: Path, game_bin: Path) -> CheckResult:
     return CheckResult("game binary", True, f"{game_bin} (remembered as this checkout's game)")
 
 
+GODOT_CANDIDATES = ("godot3-server", "godot4", "godot")
+
+
+def find_godot() -> str | None:
+    """The Godot engine to run projects with: ``GODOT_BIN``, else the first on PATH."""
+    override = os.environ.get("GODOT_BIN")
+    if override:
+        return shutil.which(override) or (override if Path(override).is_file() else None)
+    for name in GODOT_CANDIDATES:
+        found = shutil.which(name)
+        if found:
+            return found
+    return None
+
+
+def godot_check(game_bin: Path) -> CheckResult | None:
+    """For a launcher beside a ``project.godot``: find the engine and run the project's
+    import pass (as a fresh clone needs before its first headless run). None otherwise."""
+    project = game_bin.resolve().parent
+    if not (project / "project.godot").is_file():
+        return None
+    godot = find_godot()
+    if godot is None and os.geteuid() == 0 and shutil.which("apt-get"):
+        tool_check("godot3-server", "godot3-server")
+        godot = find_godot()
+    if godot is None:
+        return CheckResult(
+            "godot", False, "no Godot engine: apt-get install godot3-server, or set GODOT_BIN"
+        )
+    version = subprocess.run(
+        [godot, "--version"], capture_output=True, text=True, timeout=60, check=False
+    ).stdout
+    version = (version.strip().splitlines() or ["?"])[-1]
+    if version.startswith("3."):
+        command = [godot, "--path", str(project), "--editor", "--quit"]
+    else:
+        command = [godot, "--headless", "--path", str(project), "--import"]
+    try:
+        subprocess.run(command, capture_output=True, text=True, timeout=300, check=True)
+    except (subprocess.SubprocessError, OSError) as exc:
+        return CheckResult("godot", False, f"{godot} {version}: the import pass failed ({exc})")
+    return CheckResult("godot", True, f"{godot} {version}; imported {project.name}")
+
+
 def smoke_test(game_bin: Path, port: int) -> CheckResult:
     """Run the headless smoke test against ``game_bin``."""
     try:
@@ -266,7 +310,11 @@ def run_setup(root: Path, game_bin: Path | None, port: int) -> list[CheckResult]
     for step in steps:
         results.append(step())
         print_result(results[-1])
-    if results[-1].ok:
+    godot = godot_check(game_bin) if game_bin is not None and results[-1].ok else None
+    if godot is not None:
+        results.append(godot)
+        print_result(godot)
+    if all(result.ok or result.warning for result in results[-2:]):
         binary = game_bin or game_binary_path(root)
         results.append(smoke_test(binary, port))
         print_result(results[-1])

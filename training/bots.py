@@ -34,6 +34,7 @@ def trained_with(config: TrainConfig) -> dict[str, Any]:
         "game_bin": config.game_bin,
         "game_args": dict(config.game_args),
         "action_repeat": config.action_repeat,
+        "speedup": config.speedup,
         "agents_per_instance": config.agents_per_instance,
     }
 
@@ -116,6 +117,7 @@ def evaluate_target(
             base_port=port,
             seed=seed,
             action_repeat=target.trained.get("action_repeat"),
+            speedup=target.trained.get("speedup"),
             game_args=game_args,
         )
     )

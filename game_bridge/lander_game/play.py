@@ -10,6 +10,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Protocol
 
 import numpy as np
 from rich.console import Console
@@ -17,7 +18,13 @@ from rich.live import Live
 from rich.text import Text
 
 from game_bridge.bot_runner import BotRunner
-from game_bridge.lander_game.physics import HEIGHT, TICKS_PER_SECOND, WIDTH, LanderPhysics
+from game_bridge.lander_game.physics import (
+    HEIGHT,
+    POS_SCALE,
+    TICKS_PER_SECOND,
+    WIDTH,
+    LanderPhysics,
+)
 
 _COLORS = ["#e6194b", "#3cb44b", "#4363d8", "#f58231", "#911eb4", "#42d4f4", "#f032e6", "#bfef45"]
 _VIEW_COLUMNS = 60
@@ -40,7 +47,61 @@ class PlayTrace:
     successes: list[bool] = field(default_factory=list)
 
 
-def _frame(physics: LanderPhysics, step: int, total: int) -> Text:
+class Flight(Protocol):
+    """Something landers fly in: the in-process physics, or a game over the bridge."""
+
+    n_agents: int
+
+    def observe(self) -> np.ndarray:
+        """Current observations, shape (K, 7)."""
+        ...
+
+    def step(self, actions: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """Apply actions; return (rewards, dones, successes, positions before any reset)."""
+        ...
+
+    def targets(self) -> np.ndarray:
+        """Current target positions in metres, shape (K, 2)."""
+        ...
+
+    def positions(self) -> np.ndarray:
+        """Current lander positions in metres, shape (K, 2)."""
+        ...
+
+
+class PhysicsFlight:
+    """The bundled game's physics in this process."""
+
+    def __init__(self, physics: LanderPhysics) -> None:
+        self.physics = physics
+        self.n_agents = physics.n_agents
+
+    def observe(self) -> np.ndarray:
+        return self.physics.observe()
+
+    def step(self, actions: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        result = self.physics.step(actions)
+        done = result.terminated | result.truncated
+        before = self.physics.pos.copy()
+        self.physics.reset_agents(done)
+        return result.reward, done, result.success, before
+
+    def targets(self) -> np.ndarray:
+        return self.physics.target.copy()
+
+    def positions(self) -> np.ndarray:
+        return self.physics.pos.copy()
+
+
+def positions_from_obs(obs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Lander and target positions (metres) recovered from lander-layout observations,
+    for games known only through the protocol (the Godot lander)."""
+    obs = np.asarray(obs, dtype=np.float64).reshape(-1, 7)
+    position = np.column_stack([(obs[:, 4] + 1.0) * WIDTH / 2.0, (obs[:, 5] + 1.0) * HEIGHT / 2.0])
+    return position, position + obs[:, 0:2] * POS_SCALE
+
+
+def _frame(positions: np.ndarray, targets: np.ndarray, step: int, total: int) -> Text:
     """The arena as text: landers as letters, their targets as the same letter in lower case."""
     grid = [[" "] * _VIEW_COLUMNS for _ in range(_VIEW_ROWS)]
     styles: dict[tuple[int, int], str] = {}
@@ -50,13 +111,13 @@ def _frame(physics: LanderPhysics, step: int, total: int) -> Text:
         row = int(np.clip((1 - point[1] / HEIGHT) * (_VIEW_ROWS - 1), 0, _VIEW_ROWS - 1))
         return row, column
 
-    for agent in range(physics.n_agents):
+    for agent in range(len(positions)):
         letter = chr(ord("A") + agent % 26)
         color = _COLORS[agent % len(_COLORS)]
-        row, column = cell(physics.target[agent])
+        row, column = cell(targets[agent])
         grid[row][column] = letter.lower()
         styles[(row, column)] = color
-        row, column = cell(physics.pos[agent])
+        row, column = cell(positions[agent])
         grid[row][column] = letter
         styles[(row, column)] = f"bold {color}"
     text = Text()
@@ -80,40 +141,48 @@ def play_bot(
     difficulty: int = 1,
     console: Console | None = None,
     speed: float = 2.0,
+    flight: Flight | None = None,
 ) -> PlayTrace:
-    """Let ``bot`` fly ``agents`` landers for ``seconds`` of game time.
+    """Let ``bot`` fly landers for ``seconds`` of game time.
 
+    :param flight: where to fly (default: ``agents`` landers of the in-process physics).
     :param speed: game seconds per wall second of the live view (ignored without a terminal).
     """
-    discrete = bot.action_type == "discrete"
-    physics = LanderPhysics(agents, seed, action_repeat, discrete, difficulty)
+    if flight is None:
+        discrete = bot.action_type == "discrete"
+        flight = PhysicsFlight(LanderPhysics(agents, seed, action_repeat, discrete, difficulty))
     steps = max(1, round(seconds * TICKS_PER_SECOND / action_repeat))
     trace = PlayTrace()
-    running = np.zeros(agents)
+    running = np.zeros(flight.n_agents)
     live_view = console is not None and console.is_terminal
     step_wall = action_repeat / TICKS_PER_SECOND / speed
     live = (
-        Live(_frame(physics, 0, steps), console=console, auto_refresh=False) if live_view else None
+        Live(
+            _frame(flight.positions(), flight.targets(), 0, steps),
+            console=console,
+            auto_refresh=False,
+        )
+        if live_view
+        else None
     )
     if live is not None:
         live.start()
     try:
-        obs = physics.observe()
+        obs = flight.observe()
         for step in range(1, steps + 1):
             started = time.monotonic()
-            result = physics.step(bot.act(obs))
-            running += result.reward
-            trace.positions.append(physics.pos.copy())
-            trace.targets.append(physics.target.copy())
-            done = result.terminated | result.truncated
+            targets = flight.targets()
+            rewards, done, success, before = flight.step(bot.act(obs))
+            running += rewards
+            trace.positions.append(before)
+            trace.targets.append(targets)
             for index in np.flatnonzero(done):
                 trace.returns.append(float(running[index]))
-                trace.successes.append(bool(result.success[index]))
+                trace.successes.append(bool(success[index]))
             running[done] = 0.0
-            physics.reset_agents(done)
-            obs = physics.observe()
+            obs = flight.observe()
             if live is not None:
-                live.update(_frame(physics, step, steps), refresh=True)
+                live.update(_frame(flight.positions(), flight.targets(), step, steps), refresh=True)
                 time.sleep(max(0.0, step_wall - (time.monotonic() - started)))
     finally:
         if live is not None:

@@ -1,0 +1,166 @@
+extends Node
+# The sync node: speaks the Godot RL Agents wire protocol (plugin sync.gd,
+# version 0.7) for the game in main.gd, as the plugin does:
+# - connects to the trainer on 127.0.0.1:--port;
+# - physics runs at 60 x --speedup ticks per second (Engine.iterations_per_second)
+#   and Engine.time_scale = --speedup, so game time per tick stays 1/60 s;
+# - an action is applied for --action_repeat physics ticks, then the step reply
+#   (obs, reward, done, info) is sent and the next message awaited;
+# - the game resets its own finished agents and reports is_success,
+#   TimeLimit.truncated and terminal_observation (plugin PR #65) in info.
+
+const MAJOR_VERSION = "0"
+
+var stream: StreamPeerTCP = null
+var game = null
+var action_repeat = 8
+var n_agents = 2
+var frames_left = 0
+var connected = false
+
+
+func _args() -> Dictionary:
+	var values = {}
+	for argument in OS.get_cmdline_args():
+		if argument.begins_with("--") and argument.find("=") > 0:
+			var pair = argument.substr(2).split("=", true, 1)
+			values[pair[0]] = pair[1]
+	return values
+
+
+func _ready() -> void:
+	var args = _args()
+	var speedup = float(args.get("speedup", "8"))
+	action_repeat = int(args.get("action_repeat", "6"))
+	n_agents = int(args.get("agents", "2"))
+	Engine.iterations_per_second = int(60 * speedup)
+	Engine.time_scale = speedup
+	# The headless server sleeps between frames (low-processor mode), which would
+	# cap physics at 8 ticks per 6.9 ms frame whatever the speedup.
+	OS.low_processor_usage_mode = false
+	game = get_parent()
+	# Deferred: the parent cannot take new children while its own children are readied.
+	game.call_deferred("setup", n_agents, int(args.get("env_seed", "0")),
+		args.get("action_type", "continuous") == "discrete", int(args.get("difficulty", "1")))
+	stream = StreamPeerTCP.new()
+	var port = int(args.get("port", "11008"))
+	if stream.connect_to_host("127.0.0.1", port) != OK:
+		push_error("cannot connect to the trainer on port %d" % port)
+		get_tree().quit(1)
+		return
+	var waited = 0
+	while stream.get_status() == StreamPeerTCP.STATUS_CONNECTING and waited < 5000:
+		OS.delay_msec(5)
+		waited += 5
+	if stream.get_status() != StreamPeerTCP.STATUS_CONNECTED:
+		push_error("the trainer did not accept the connection on port %d" % port)
+		get_tree().quit(1)
+		return
+	stream.set_no_delay(true)
+	connected = true
+
+
+func _send(message: Dictionary) -> void:
+	stream.put_string(to_json(message))
+
+
+func _receive():
+	# Blocks until a whole message is in (the engine waits for the trainer, as the plugin does).
+	if stream.get_status() != StreamPeerTCP.STATUS_CONNECTED:
+		return null
+	var text = stream.get_string()
+	if text == "" and stream.get_status() != StreamPeerTCP.STATUS_CONNECTED:
+		return null
+	var parsed = JSON.parse(text)
+	if parsed.error != OK or typeof(parsed.result) != TYPE_DICTIONARY:
+		return null
+	return parsed.result
+
+
+func _env_info() -> Dictionary:
+	var action = {"size": 2, "action_type": "continuous"}
+	if game.discrete:
+		action = {"size": 4, "action_type": "discrete"}
+	var observation_space = []
+	var action_space = []
+	var names = []
+	for _i in range(n_agents):
+		observation_space.append({"obs": {"size": [7], "space": "box"}})
+		action_space.append({"thrust": action})
+		names.append("shared_policy")
+	return {"type": "env_info", "observation_space": observation_space, "action_space": action_space,
+		"n_agents": n_agents, "agent_policy_names": names}
+
+
+func _all_obs() -> Array:
+	var obs = []
+	for i in range(n_agents):
+		obs.append({"obs": game.observe(i)})
+	return obs
+
+
+func _handle_messages() -> void:
+	# Answer messages until an action arrives (then physics runs) or the trainer leaves.
+	while true:
+		var message = _receive()
+		if message == null:
+			get_tree().quit()
+			set_physics_process(false)
+			return
+		var kind = message.get("type", "")
+		if kind == "handshake":
+			if str(message.get("major_version", "")) != MAJOR_VERSION:
+				push_error("unsupported protocol version")
+			continue
+		if kind == "env_info":
+			_send(_env_info())
+		elif kind == "reset":
+			for i in range(n_agents):
+				game.reset_agent(i)
+			var infos = []
+			for _i in range(n_agents):
+				infos.append({})
+			_send({"type": "reset", "obs": _all_obs(), "info": infos})
+		elif kind == "call":
+			var returns = []
+			for _i in range(n_agents):
+				returns.append(null)
+			_send({"type": "call", "returns": returns})
+		elif kind == "close":
+			get_tree().quit()
+			set_physics_process(false)
+			return
+		elif kind == "action":
+			var actions = message.get("action", [])
+			for i in range(n_agents):
+				game.apply_action(i, actions[i]["thrust"])
+			frames_left = action_repeat
+			return
+
+
+func _send_step() -> void:
+	var rewards = []
+	var dones = []
+	var infos = []
+	for i in range(n_agents):
+		var outcome = game.finish_step(i, action_repeat)
+		rewards.append(outcome["reward"])
+		dones.append(outcome["done"])
+		if outcome["done"]:
+			infos.append({"is_success": outcome["success"], "TimeLimit.truncated": outcome["truncated"],
+				"terminal_observation": {"obs": game.observe(i)}})
+			game.reset_agent(i)
+		else:
+			infos.append({})
+	_send({"type": "step", "obs": _all_obs(), "reward": rewards, "done": dones, "info": infos})
+
+
+func _physics_process(_delta: float) -> void:
+	if not connected or game.landers.size() < n_agents:
+		return  # the game sets itself up on the first idle frame
+	if frames_left > 0:
+		frames_left -= 1
+		if frames_left > 0:
+			return
+		_send_step()
+	_handle_messages()

@@ -1,0 +1,109 @@
+"""The Godot lander (examples/godot_lander), run headless by the Godot engine and
+trained end to end like any Godot export. .ci/run installs godot3-server."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from game_bridge.launcher import LaunchConfig
+from game_bridge.vec_env import GameVecEnv
+from tests.conftest import REPO_ROOT
+from training.run_record import RunRecord
+
+GODOT_GAME = REPO_ROOT / "examples" / "godot_lander" / "lander.x86_64"
+LANDER = REPO_ROOT / ".venv" / "bin" / "lander"
+pytestmark = pytest.mark.skipif(
+    shutil.which(os.environ.get("GODOT_BIN", "godot3-server")) is None,
+    reason="no Godot engine (godot3-server)",
+)
+
+
+def lander(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "LANDER_HOME": str(home)}
+    return subprocess.run(
+        [str(LANDER), *args], env=env, capture_output=True, text=True, timeout=600, check=False
+    )
+
+
+def test_godot_game_speaks_the_protocol_with_floats_and_truncation(
+    port_block: Callable[[int], int],
+) -> None:
+    env = GameVecEnv(
+        LaunchConfig(command=[str(GODOT_GAME)], n_instances=2, base_port=port_block(2), speedup=1000,
+                     game_args={"agents": "2"}, read_timeout=20)
+    )  # fmt: skip
+    try:
+        assert (
+            env.num_envs == 4
+            and env.observation_space.shape == (7,)
+            and env.action_space.shape == (2,)
+        )
+        first = env.reset()
+        assert np.all(np.abs(first) <= 1.0)
+        ended = []
+        for _ in range(210):  # an episode is 20 game seconds = 200 steps of 6 ticks
+            obs, _, dones, infos = env.step(np.zeros((4, 2), dtype=np.float32))
+            ended.extend(infos[i] for i in np.flatnonzero(dones))
+        assert not np.allclose(obs, first), "Godot's physics moves the landers"
+        assert ended and all(
+            "terminal_observation" in info and "TimeLimit.truncated" in info for info in ended
+        )
+        assert env.call("anything") == [[None, None], [None, None]]
+    finally:
+        env.close()
+    assert all(instance.exit_code() is not None for instance in env.instances)
+
+
+def test_godot_game_trains_end_to_end_exports_a_bot_and_resumes(
+    tmp_path: Path, port_block: Callable[[int], int]
+) -> None:
+    common = [
+        "--no-git",
+        "--n-parallel",
+        "2",
+        "--agents-per-instance",
+        "2",
+        "--n-steps",
+        "512",
+        "--checkpoint-every",
+        "2048",
+        "--port",
+        str(port_block(2)),
+    ]
+    setup = lander(tmp_path, "setup", "--game-bin", str(GODOT_GAME), "--port", str(port_block(1)))
+    assert setup.returncode == 0, setup.stdout + setup.stderr
+    assert "godot" in setup.stdout and "imported godot_lander" in setup.stdout
+    first = lander(tmp_path, "train", "godot", "--speedup", "1000", "--timesteps", "4096", *common)
+    assert first.returncode == 0, first.stdout + first.stderr
+    record = RunRecord.load(tmp_path / "checkpoints" / "godot" / "run.json")
+    assert record.config.game_bin == str(GODOT_GAME) and record.total_timesteps == 4096
+    assert list((tmp_path / "checkpoints" / "godot").glob("ckpt_*.zip"))
+    assert (tmp_path / "bots" / "godot.json").is_file() and (
+        tmp_path / "bots" / "godot.onnx"
+    ).is_file()
+    resumed = lander(
+        tmp_path, "train", "godot", "--resume", "godot", "--timesteps", "2048", "--no-git"
+    )
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    assert RunRecord.load(tmp_path / "checkpoints" / "godot" / "run.json").total_timesteps == 6144
+    evaluated = lander(tmp_path, "eval", "godot", "--episodes", "4", "--port", str(port_block(1)))
+    assert evaluated.returncode == 0, evaluated.stderr
+    assert (
+        evaluated.stdout.startswith("mean_reward=") and "normalized_score=n/a" in evaluated.stdout
+    )
+    picture = tmp_path / "godot.png"
+    played = lander(
+        tmp_path, "play", str(tmp_path / "bots" / "godot.json"), "--game-bin", str(GODOT_GAME),
+        "--record", str(picture), "--seconds", "5", "--port", str(port_block(1)),
+    )  # fmt: skip
+    assert played.returncode == 0, played.stderr
+    with Image.open(picture) as image:
+        assert len(image.convert("RGB").getcolors(maxcolors=1 << 16) or []) > 3
