@@ -262,6 +262,72 @@ def _train_overrides(
     return overrides
 
 
+@app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
+def tune(
+    ctx: typer.Context,
+    seconds: Annotated[float, typer.Option(help="Training seconds per setting.")] = 20.0,
+    n_parallel: Annotated[
+        str, typer.Option(help="Instance counts to try, comma-separated.")
+    ] = "2,4,8",
+    agents: Annotated[
+        str,
+        typer.Option(help="Agents per instance to try, comma-separated (bundled game's --agents)."),
+    ] = "4,8,16",
+    speedup: Annotated[
+        str, typer.Option(help="Speedups to try, comma-separated ('default': the game's own).")
+    ] = "default",
+) -> None:
+    """Find the fastest --n-parallel, --agents-per-instance and --speedup here: a short run per setting."""
+    from rich.table import Table
+
+    from training.tuning import best, tune
+
+    def numbers(text: str, kind: type) -> list[Any]:
+        try:
+            return [
+                None if item.strip() == "default" else kind(item)
+                for item in text.split(",")
+                if item.strip()
+            ]
+        except ValueError:
+            fail(f"expected comma-separated numbers, got {text!r}")
+
+    overrides = _train_overrides(ctx, "tune", list(ctx.args))
+    if seconds <= 0:
+        fail("--seconds must be positive")
+    results = tune(
+        numbers(n_parallel, int),
+        numbers(agents, int),
+        numbers(speedup, float),
+        seconds,
+        overrides,
+        console,
+    )
+    table = Table(title=f"training fps per setting ({seconds:g} s each)")
+    for column in ("n-parallel", "agents-per-instance", "speedup", "fps"):
+        table.add_column(column, justify="right")
+    for result in results:
+        fps = "failed" if result.fps is None else f"{result.fps:,.0f}"
+        table.add_row(
+            str(result.n_parallel),
+            str(result.agents_per_instance),
+            str(result.speedup or "default"),
+            fps,
+        )
+    console.print(table)
+    winner = best(results)
+    if winner is None:
+        fail("no setting trained; run `lander setup` to check the game")
+    flags_text = (
+        f"--n-parallel {winner.n_parallel} --agents-per-instance {winner.agents_per_instance}"
+    )
+    if winner.speedup is not None:
+        flags_text += f" --speedup {winner.speedup:g}"
+    console.print(
+        f"fastest: {winner.fps:,.0f} fps. Use: ./lander start RUN {flags_text} {' '.join(ctx.args)}".rstrip()
+    )
+
+
 PASSTHROUGH = {"allow_extra_args": True, "ignore_unknown_options": True}
 TbHost = Annotated[
     str, typer.Option(help="Address TensorBoard listens on (0.0.0.0: the whole LAN).")
