@@ -12,10 +12,10 @@ agents against one instance: they start together, so far below 4x.
 from __future__ import annotations
 
 import argparse
-import socket
 import time
 
 import numpy as np
+from measure import bridge_steps_per_second, free_base_port
 from rich.console import Console
 from rich.table import Table
 
@@ -25,19 +25,6 @@ from game_bridge.vec_env import GameVecEnv
 
 console = Console()
 SETTINGS = [(1, 1), (1, 16), (2, 8), (4, 4), (4, 16), (8, 8)]
-
-
-def free_base_port(count: int, start: int = 31000) -> int:
-    """The first base port from ``start`` whose ``count`` loopback ports are free."""
-    base = start
-    while True:
-        try:
-            for port in range(base, base + count):
-                with socket.socket() as probe:
-                    probe.bind(("127.0.0.1", port))
-            return base
-        except OSError:
-            base += count
 
 
 def in_process_sps(n_agents: int, seconds: float) -> float:
@@ -54,30 +41,6 @@ def in_process_sps(n_agents: int, seconds: float) -> float:
             physics.observe()
         steps += 1
     return steps * n_agents / (time.perf_counter() - started)
-
-
-def bridge_sps(n_instances: int, agents: int, seconds: float) -> float:
-    """Steps per second of GameVecEnv over real game processes."""
-    env = GameVecEnv(
-        LaunchConfig(
-            n_instances=n_instances,
-            base_port=free_base_port(n_instances),
-            game_args={"agents": str(agents)},
-        )
-    )
-    try:
-        env.reset()
-        actions = np.random.default_rng(0).uniform(-1, 1, (256, env.num_envs, 2)).astype(np.float32)
-        for i in range(20):  # warm-up
-            env.step(actions[i])
-        steps = 0
-        started = time.perf_counter()
-        while time.perf_counter() - started < seconds:
-            env.step(actions[steps % 256])
-            steps += 1
-        return steps * env.num_envs / (time.perf_counter() - started)
-    finally:
-        env.close()
 
 
 def start_seconds(n_instances: int, agents: int, repeats: int = 3) -> float:
@@ -108,7 +71,7 @@ def main() -> None:
         table.add_column(column, justify="right")
     for n_instances, agents in SETTINGS:
         limit = in_process_sps(n_instances * agents, args.seconds)
-        bridged = bridge_sps(n_instances, agents, args.seconds)
+        bridged = bridge_steps_per_second(n_instances, agents, args.seconds)
         table.add_row(
             f"{n_instances} x {agents}",
             f"{limit:,.0f}",

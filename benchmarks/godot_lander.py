@@ -20,11 +20,12 @@ import time
 from pathlib import Path
 
 import numpy as np
+from measure import bridge_steps_per_second
 from rich.console import Console
 from rich.table import Table
 
 from game_bridge.lander_game.controllers import random_actions, reference_actions
-from game_bridge.launcher import LaunchConfig, bundled_game_command
+from game_bridge.launcher import LaunchConfig
 from game_bridge.vec_env import GameVecEnv
 from training.evaluation import Policy, evaluate_through_bridge, model_policy
 from training.trainer import TrainRequest, load_for_inference, train
@@ -32,33 +33,6 @@ from training.trainer import TrainRequest, load_for_inference, train
 ROOT = Path(__file__).resolve().parent.parent
 GODOT_GAME = ROOT / "examples" / "godot_lander" / "lander.x86_64"
 console = Console()
-
-
-def steps_per_second(
-    command: list[str], n: int, k: int, speedup: float | None, seconds: float, port: int
-) -> float:
-    """Random-action env steps per second through the bridge."""
-    env = GameVecEnv(
-        LaunchConfig(
-            command=command,
-            n_instances=n,
-            base_port=port,
-            speedup=speedup,
-            game_args={"agents": str(k)},
-        )
-    )
-    try:
-        env.reset()
-        actions = np.random.default_rng(0).uniform(-1, 1, (64, env.num_envs, 2)).astype(np.float32)
-        for i in range(10):
-            env.step(actions[i])
-        steps, started = 0, time.perf_counter()
-        while time.perf_counter() - started < seconds:
-            env.step(actions[steps % 64])
-            steps += 1
-        return steps * env.num_envs / (time.perf_counter() - started)
-    finally:
-        env.close()
 
 
 def evaluate(policy: Policy, episodes: int, speedup: float, port: int) -> float:
@@ -88,8 +62,8 @@ def main() -> None:
     for column in ("instances x agents", "bundled game", "Godot game", "Godot / bundled"):
         table.add_column(column, justify="right")
     for n, k in ((2, 2), (4, 8), (2, 32)):
-        bundled = steps_per_second(bundled_game_command(), n, k, None, args.seconds, args.port)
-        godot = steps_per_second([str(GODOT_GAME)], n, k, args.speedup, args.seconds, args.port)
+        bundled = bridge_steps_per_second(n, k, args.seconds)
+        godot = bridge_steps_per_second(n, k, args.seconds, [str(GODOT_GAME)], args.speedup)
         table.add_row(f"{n} x {k}", f"{bundled:,.0f}", f"{godot:,.0f}", f"{godot / bundled:.2f}")
     console.print(table)
 

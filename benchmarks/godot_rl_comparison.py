@@ -18,12 +18,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import socket
 import statistics
 import subprocess
 import sys
 from pathlib import Path
 
+from measure import free_base_port
 from rich.console import Console
 from rich.table import Table
 
@@ -63,19 +63,6 @@ with contextlib.redirect_stdout(io.StringIO()):  # godot-rl prints per connectio
     env.close()
 print(json.dumps({"start": start, "sps": sps}))
 """
-
-
-def free_base_port(count: int, start: int = 33000) -> int:
-    """The first base port from ``start`` whose ``count`` loopback ports are free."""
-    base = start
-    while True:
-        try:
-            for port in range(base, base + count):
-                with socket.socket() as probe:
-                    probe.bind(("127.0.0.1", port))
-            return base
-        except OSError:
-            base += count
 
 
 def measure(side: str, n: int, k: int, seconds: float) -> dict[str, float]:

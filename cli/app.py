@@ -100,9 +100,18 @@ def train(
         remembered = remembered_game_bin(project_root())
         if remembered is not None:
             overrides["game_bin"] = remembered
-    code = run_training(
-        project_root(), run, overrides, config, resume, reset_std, force, use_git=not no_git
+    from training.trainer import TrainRequest
+
+    request = TrainRequest(
+        project_root(),
+        run,
+        overrides,
+        config_file=config,
+        resume=resume,
+        force=force,
+        reset_std=reset_std,
     )
+    code = run_training(request, use_git=not no_git)
     raise typer.Exit(code)
 
 

@@ -16,6 +16,7 @@ from training.curriculum import Stage, load_plan, run_plan
 from training.run_paths import InvalidRunName, RunPaths, next_run_name
 from training.search_space import load_space
 from training.sweep import TrialResult, run_sweep
+from training.trainer import TrainRequest
 
 
 def next_run(root: Path, source: str | None, overrides: dict[str, Any], use_git: bool) -> int:
@@ -28,9 +29,9 @@ def next_run(root: Path, source: str | None, overrides: dict[str, Any], use_git:
     except InvalidRunName as exc:
         fail(str(exc))
     console.print(f"next run: {name}, resumed from {previous}")
-    return run_training(
-        root, name, overrides, None, previous, overrides.pop("reset_std", None), False, use_git
-    )
+    reset_std = overrides.pop("reset_std", None)
+    request = TrainRequest(root, name, overrides, resume=previous, reset_std=reset_std)
+    return run_training(request, use_git)
 
 
 def curriculum(root: Path, plan_file: Path, use_git: bool) -> int:
@@ -43,9 +44,16 @@ def curriculum(root: Path, plan_file: Path, use_git: bool) -> int:
     def stage_session(stage: Stage, previous: str | None, index: int) -> int:
         tags = {"curriculum": {"plan": plan.name, "stage": index, "of": len(plan.stages)}}
         force = previous is None and RunPaths(root, stage.run).exists()
-        return train_session(
-            root, stage.run, stage.overrides, None, previous, stage.reset_std, force, use_git, tags
+        request = TrainRequest(
+            root,
+            stage.run,
+            stage.overrides,
+            resume=previous,
+            force=force,
+            reset_std=stage.reset_std,
+            tags=tags,
         )
+        return train_session(request, use_git)
 
     try:
         with TrainerLock(root, plan.name):

@@ -29,53 +29,25 @@ from training.trainer import TrainOutcome, TrainRequest, train
 USER_ERRORS = (ConfigError, CheckpointError, BridgeError, InvalidRunName, PolicyTweakError)
 
 
-def run_training(
-    root: Path,
-    run: str,
-    overrides: dict[str, Any],
-    config_file: Path | None,
-    resume: str | None,
-    reset_std: float | None,
-    force: bool,
-    use_git: bool,
-    tags: dict[str, Any] | None = None,
-) -> int:
+def run_training(request: TrainRequest, use_git: bool) -> int:
     """Run the whole flow for one session under the checkout's trainer lock; return the exit code."""
     try:
-        RunPaths(root, run)
-        with TrainerLock(root, run):
+        RunPaths(request.root, request.run)
+        with TrainerLock(request.root, request.run):
             if use_git:
-                console.print(f"git: {pull(root)}")
-            return train_session(
-                root, run, overrides, config_file, resume, reset_std, force, use_git, tags
-            )
+                console.print(f"git: {pull(request.root)}")
+            return train_session(request, use_git)
     except (TrainerBusy, GitSyncError, InvalidRunName) as exc:
         fail(str(exc))
 
 
-def train_session(
-    root: Path,
-    run: str,
-    overrides: dict[str, Any],
-    config_file: Path | None,
-    resume: str | None,
-    reset_std: float | None,
-    force: bool,
-    use_git: bool,
-    tags: dict[str, Any] | None = None,
-) -> int:
-    """Train, export, evaluate, commit and push one run (the caller holds the lock)."""
-    request = TrainRequest(
-        root=root,
-        run=run,
-        overrides=overrides,
-        config_file=config_file,
-        resume=resume,
-        force=force,
-        reset_std=reset_std,
-        git_commit=current_commit(root),
-        tags=tags or {},
-    )
+def train_session(request: TrainRequest, use_git: bool) -> int:
+    """Train, export, evaluate, commit and push one run (the caller holds the lock).
+
+    The request's ``git_commit`` is filled in here, from the checkout's HEAD.
+    """
+    root, run = request.root, request.run
+    request.git_commit = current_commit(root)
     try:
         outcome = train(
             request, console, on_checkpoint=_mid_run_pusher(root, run) if use_git else None

@@ -26,7 +26,32 @@ from training.checkpoints import checkpoint_name, rotate_checkpoints, save_check
 from training.policy_tweaks import action_std
 
 
-class RotatingCheckpoints(BaseCallback):
+class EveryNSteps(BaseCallback):
+    """Calls :meth:`_on_due` once each time the step counter passes a multiple of
+    ``every`` (counted from where a resumed model starts)."""
+
+    def __init__(self, every: int) -> None:
+        super().__init__()
+        self.every = every
+        self._next_at = 0
+
+    def _schedule(self) -> None:
+        self._next_at = (self.num_timesteps // self.every + 1) * self.every
+
+    def _on_training_start(self) -> None:
+        self._schedule()
+
+    def _on_step(self) -> bool:
+        if self.num_timesteps >= self._next_at:
+            self._schedule()
+            self._on_due()
+        return True
+
+    def _on_due(self) -> None:
+        raise NotImplementedError
+
+
+class RotatingCheckpoints(EveryNSteps):
     """Save ``ckpt_<steps>.zip`` every ``every`` steps, keep the newest ``keep``.
 
     :param folder: the run's checkpoints folder.
@@ -44,27 +69,19 @@ class RotatingCheckpoints(BaseCallback):
         normalizer: VecNormalize | None = None,
         on_saved: Callable[[Path], None] | None = None,
     ) -> None:
-        super().__init__()
+        super().__init__(every)
         self.folder = folder
-        self.every = every
         self.keep = keep
         self.normalizer = normalizer
         self.on_saved = on_saved
-        self._next_at = 0
 
-    def _on_training_start(self) -> None:
-        self._next_at = (self.num_timesteps // self.every + 1) * self.every
-
-    def _on_step(self) -> bool:
-        if self.num_timesteps >= self._next_at:
-            path = save_checkpoint(
-                self.model, self.folder / checkpoint_name(self.num_timesteps), self.normalizer
-            )
-            rotate_checkpoints(self.folder, self.keep)
-            self._next_at = (self.num_timesteps // self.every + 1) * self.every
-            if self.on_saved is not None:
-                self.on_saved(path)
-        return True
+    def _on_due(self) -> None:
+        path = save_checkpoint(
+            self.model, self.folder / checkpoint_name(self.num_timesteps), self.normalizer
+        )
+        rotate_checkpoints(self.folder, self.keep)
+        if self.on_saved is not None:
+            self.on_saved(path)
 
 
 class StopFlag(BaseCallback):

@@ -183,3 +183,19 @@ def load_config_file(path: Path) -> dict[str, Any]:
         TrainConfig(), normalised, f"config file {str(path)!r}"
     )  # checks keys and kinds now
     return normalised
+
+
+def load_yaml(path: Path, what: str) -> Any:
+    """Parse a YAML file (a search space, a curriculum plan).
+
+    :param what: what the file is, for the error message.
+    :raises ConfigError: when the file cannot be read or is not valid YAML.
+    """
+    import yaml
+
+    try:
+        return yaml.safe_load(path.read_text())
+    except OSError as exc:
+        raise ConfigError(f"{what} {str(path)!r}: {exc.strerror or exc}") from None
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{what} {str(path)!r} is not valid YAML: {exc}") from None

@@ -23,9 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
-from training.config import FIELD_NAMES, ConfigError
+from training.config import FIELD_NAMES, ConfigError, load_yaml
 from training.run_paths import InvalidRunName, validate_run_name
 
 STAGE_KEYS = FIELD_NAMES | {"run", "reset_std"}
@@ -55,12 +53,7 @@ def load_plan(path: Path) -> Plan:
 
     :raises ConfigError: unreadable, not YAML, no stages, a bad run name or an unknown key.
     """
-    try:
-        data = yaml.safe_load(path.read_text())
-    except OSError as exc:
-        raise ConfigError(f"plan {str(path)!r}: {exc.strerror or exc}") from None
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"plan {str(path)!r} is not valid YAML: {exc}") from None
+    data = load_yaml(path, "plan")
     if not isinstance(data, dict) or not isinstance(data.get("stages"), list) or not data["stages"]:
         raise ConfigError(f"plan {str(path)!r} needs a list of stages")
     stages = []

@@ -5,13 +5,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from stable_baselines3.common.callbacks import BaseCallback
 from stable_baselines3.common.vec_env import VecNormalize
 
+from training.callbacks import EveryNSteps
 from training.evaluation import EvalResult, LanderSettings, evaluate_on_lander, model_policy
 
 
-class PeriodicEvaluation(BaseCallback):
+class PeriodicEvaluation(EveryNSteps):
     """Evaluate every ``every`` steps and log the result.
 
     :param every: steps between evaluations.
@@ -29,30 +29,22 @@ class PeriodicEvaluation(BaseCallback):
         normalizer: VecNormalize | None = None,
         on_result: Callable[[int, EvalResult], None] | None = None,
     ) -> None:
-        super().__init__()
-        self.every = every
+        super().__init__(every)
         self.episodes = episodes
         self.settings = settings
         self.normalizer = normalizer
         self.on_result = on_result
-        self._next_at = 0
         self.results: list[tuple[int, EvalResult]] = []
 
-    def _on_training_start(self) -> None:
-        self._next_at = (self.num_timesteps // self.every + 1) * self.every
-
-    def _on_step(self) -> bool:
-        if self.num_timesteps >= self._next_at:
-            self._next_at = (self.num_timesteps // self.every + 1) * self.every
-            result = evaluate_on_lander(
-                model_policy(self.model, self.normalizer), self.episodes, settings=self.settings
-            )
-            self.results.append((self.num_timesteps, result))
-            self.logger.record("eval/mean_reward", result.mean_reward)
-            self.logger.record("eval/std_reward", result.std_reward)
-            self.logger.record("eval/success_rate", result.success_rate)
-            if result.normalized_score is not None:
-                self.logger.record("eval/normalized_score", result.normalized_score)
-            if self.on_result is not None:
-                self.on_result(self.num_timesteps, result)
-        return True
+    def _on_due(self) -> None:
+        result = evaluate_on_lander(
+            model_policy(self.model, self.normalizer), self.episodes, settings=self.settings
+        )
+        self.results.append((self.num_timesteps, result))
+        self.logger.record("eval/mean_reward", result.mean_reward)
+        self.logger.record("eval/std_reward", result.std_reward)
+        self.logger.record("eval/success_rate", result.success_rate)
+        if result.normalized_score is not None:
+            self.logger.record("eval/normalized_score", result.normalized_score)
+        if self.on_result is not None:
+            self.on_result(self.num_timesteps, result)

@@ -13,9 +13,8 @@ from pathlib import Path
 from typing import Any
 
 import optuna
-import yaml
 
-from training.config import FIELD_NAMES, ConfigError
+from training.config import FIELD_NAMES, ConfigError, load_yaml
 
 DEFAULT_SPACE: dict[str, dict[str, Any]] = {
     "learning_rate": {"type": "float", "low": 1.0e-4, "high": 1.0e-3, "log": True},
@@ -35,12 +34,7 @@ def load_space(path: Path | None) -> dict[str, dict[str, Any]]:
     """
     if path is None:
         return DEFAULT_SPACE
-    try:
-        space = yaml.safe_load(path.read_text())
-    except OSError as exc:
-        raise ConfigError(f"search space {str(path)!r}: {exc.strerror or exc}") from None
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"search space {str(path)!r} is not valid YAML: {exc}") from None
+    space = load_yaml(path, "search space")
     if not isinstance(space, dict) or not space:
         raise ConfigError(f"search space {str(path)!r} must map settings to their ranges")
     for name, spec in space.items():

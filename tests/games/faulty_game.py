@@ -8,38 +8,13 @@ none (behaves). ``--ignore_close=1`` makes it ignore the close message.
 ``--once_marker=DIR`` makes each port fault only once (a restarted game behaves).
 """
 
-import json
 import os
 import socket
 import struct
 import sys
 import time
 
-
-def arg(name, default):
-    for item in sys.argv[1:]:
-        if item.startswith(f"--{name}="):
-            return item.split("=", 1)[1]
-    return default
-
-
-def send(sock, message):
-    body = json.dumps(message).encode("ascii")
-    sock.sendall(struct.pack("<I", len(body)) + body)
-
-
-def recv(sock):
-    def exact(size):
-        data = b""
-        while len(data) < size:
-            chunk = sock.recv(size - len(data))
-            if not chunk:
-                raise EOFError
-            data += chunk
-        return data
-
-    (length,) = struct.unpack("<I", exact(4))
-    return json.loads(exact(length))
+from wire import arg, recv, send
 
 
 def main():

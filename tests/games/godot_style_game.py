@@ -11,37 +11,10 @@ Observation per agent (size 4): [steer[0], steer[1], boost, step / episode_len].
 Reward: steer[0] (so PPO can learn to push it to +1) plus 0.5 when boost == 1.
 """
 
-import json
 import socket
-import struct
-import sys
 
-
-def arg(name, default):
-    for item in sys.argv[1:]:
-        if item.startswith(f"--{name}="):
-            return item.split("=", 1)[1]
-    return default
-
-
-def send(sock, message):
-    body = json.dumps(message, separators=(",", ":")).encode("ascii")
-    sock.sendall(struct.pack("<I", len(body)) + body)
-
-
-def recv_exact(sock, size):
-    data = b""
-    while len(data) < size:
-        chunk = sock.recv(size - len(data))
-        if not chunk:
-            raise EOFError
-        data += chunk
-    return data
-
-
-def recv(sock):
-    (length,) = struct.unpack("<I", recv_exact(sock, 4))
-    return json.loads(recv_exact(sock, length))
+from wire import arg, recv
+from wire import send_compact as send
 
 
 def main():

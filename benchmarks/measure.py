@@ -1,0 +1,57 @@
+"""What several benchmarks measure the same way: a free block of loopback ports,
+and random-action VecEnv steps per second through the bridge."""
+
+from __future__ import annotations
+
+import socket
+import time
+
+import numpy as np
+
+from game_bridge.launcher import LaunchConfig, bundled_game_command
+from game_bridge.vec_env import GameVecEnv
+
+
+def free_base_port(count: int, start: int = 31000) -> int:
+    """The first base port from ``start`` whose ``count`` loopback ports are free."""
+    base = start
+    while True:
+        try:
+            for port in range(base, base + count):
+                with socket.socket() as probe:
+                    probe.bind(("127.0.0.1", port))
+            return base
+        except OSError:
+            base += count
+
+
+def bridge_steps_per_second(
+    n_instances: int,
+    agents: int,
+    seconds: float,
+    command: list[str] | None = None,
+    speedup: float | None = None,
+) -> float:
+    """Env steps per second of GameVecEnv over real game processes (random actions)."""
+    env = GameVecEnv(
+        LaunchConfig(
+            command=command or bundled_game_command(),
+            n_instances=n_instances,
+            base_port=free_base_port(n_instances),
+            speedup=speedup,
+            game_args={"agents": str(agents)},
+        )
+    )
+    try:
+        env.reset()
+        actions = np.random.default_rng(0).uniform(-1, 1, (256, env.num_envs, 2)).astype(np.float32)
+        for i in range(20):  # warm-up
+            env.step(actions[i])
+        steps = 0
+        started = time.perf_counter()
+        while time.perf_counter() - started < seconds:
+            env.step(actions[steps % 256])
+            steps += 1
+        return steps * env.num_envs / (time.perf_counter() - started)
+    finally:
+        env.close()
