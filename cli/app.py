@@ -18,6 +18,9 @@ app = typer.Typer(
     name="lander",
     help="Training operations for reinforcement learning on games: set up a machine, "
     "train PPO against headless game instances over TCP, export the bot, carry results with git.",
+    epilog="A day with lander: ./lander setup; ./lander start run03 --timesteps 20000000 --n-parallel 14; "
+    "./lander status; ./lander stop run03; ./lander resume run03 --as run04 --ent-coef 0.001 --reset-std 0.3. "
+    "On the laptop: git pull && ./lander status && ./lander play bots/run04.json. Guide: docs/operations.md",
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
@@ -506,6 +509,10 @@ def main() -> None:
     """
     try:
         app()
+    except KeyboardInterrupt:
+        # Ctrl-C before a trainer took over the signal (while games start, say).
+        error_console.print("[yellow]interrupted[/]")
+        sys.exit(130)
     except OSError as exc:
         where = f" ({exc.filename})" if exc.filename else ""
         error_console.print(f"[bold red]error:[/] {exc.strerror or exc}{where}", soft_wrap=True)

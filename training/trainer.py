@@ -310,9 +310,11 @@ def train(
     evaluations = _periodic_evaluation(config, normalizer, record, log)
     game_env = game_env_of(env)
     if game_env is not None and game_env.config.base_port != config.port:
-        log(
-            f"ports {config.port}+ were taken: the games use ports {game_env.config.base_port}+ instead"
+        shifted = (
+            f"ports {config.port}+ were taken: the games use ports {game_env.config.base_port}+"
         )
+        log(shifted)
+        console.print(f"[yellow]{shifted}[/]")
     health = GameHealth(game_env, log, lambda count: record.extra.update(restarts=count))
     checkpoints = RotatingCheckpoints(
         paths.checkpoints, config.checkpoint_every, config.keep_checkpoints, normalizer, saved
