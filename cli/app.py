@@ -385,6 +385,14 @@ def start(
     ],
     tb_host: TbHost = "0.0.0.0",
     tb_port: TbPort = 6006,
+    sweep_space: Annotated[
+        Path | None,
+        typer.Option("--sweep", help="Run `lander sweep RUN --space FILE ...` instead of one run."),
+    ] = None,
+    curriculum_plan: Annotated[
+        Path | None,
+        typer.Option("--curriculum", help="Run `lander curriculum PLAN` instead of one run."),
+    ] = None,
 ) -> None:
     """Start RUN in a detached tmux session (train + dashboard); attach if it already runs.
 
@@ -394,10 +402,21 @@ def start(
     from cli.tmux_sessions import TRAIN_WINDOW, find_session, window_alive
 
     _valid_run(run)
-    session = find_session(run)
-    if session is None or not window_alive(session, TRAIN_WINDOW):
-        _checked_train_args(ctx, run, list(ctx.args))
-    start_in_tmux(project_root(), run, list(ctx.args), tb_host, tb_port)
+    args = list(ctx.args)
+    command: list[str] | None = None
+    if curriculum_plan is not None:
+        if not curriculum_plan.is_file():
+            fail(f"plan {str(curriculum_plan)!r} does not exist")
+        command = ["curriculum", str(curriculum_plan.resolve()), *args]
+    elif sweep_space is not None:
+        if not sweep_space.is_file():
+            fail(f"search space {str(sweep_space)!r} does not exist")
+        command = ["sweep", run, "--space", str(sweep_space.resolve()), *args]
+    else:
+        session = find_session(run)
+        if session is None or not window_alive(session, TRAIN_WINDOW):
+            _checked_train_args(ctx, run, args)
+    start_in_tmux(project_root(), run, args, tb_host, tb_port, command)
 
 
 @app.command(context_settings=PASSTHROUGH)

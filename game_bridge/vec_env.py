@@ -49,7 +49,6 @@ class GameVecEnv(VecEnv):
 
     def __init__(self, config: LaunchConfig, max_restarts_per_minute: int = 0) -> None:
         self.config = config
-        self.requested_port = config.base_port
         self.max_restarts_per_minute = max_restarts_per_minute
         self.restarts: list[Restart] = []
         self._send_faults: dict[int, BridgeError] = {}
@@ -65,7 +64,6 @@ class GameVecEnv(VecEnv):
         self._single_key = (
             self.env_info.observations[0].key if len(self.env_info.observations) == 1 else None
         )
-        self._actions: np.ndarray | None = None
         self._last_parts: list[dict[str, np.ndarray]] = []
         self._closed = False
         super().__init__(
@@ -127,7 +125,6 @@ class GameVecEnv(VecEnv):
                 if not self.max_restarts_per_minute:
                     raise
                 self._send_faults[instance.index] = exc  # handled in step_wait
-        self._actions = actions
 
     def _read_reset(self, instance: GameInstance) -> dict[str, np.ndarray]:
         reply = instance.receive("reset")

@@ -236,3 +236,41 @@ def test_start_refuses_bad_names_and_flags_before_tmux(
         not libtmux.Server(socket_name=tmux_socket).is_alive()
         or not libtmux.Server(socket_name=tmux_socket).sessions
     )
+
+
+def test_push_every_commits_and_pushes_mid_run(checkout: tuple[Path, Path]) -> None:
+    work, remote = checkout
+    result = lander(
+        work, "train", "often", "--timesteps", "4096", "--checkpoint-every", "1024", "--push-every", "2",
+        "--n-parallel", "2", "--agents-per-instance", "2", "--n-steps", "256", "--port", str(find_free_port_block(2)),
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout + result.stderr
+    subjects = git(remote, "log", "--format=%s", "main").splitlines()
+    mid_run = [s for s in subjects if s.startswith("often:") and "(checkpoint ckpt_" in s]
+    assert len(mid_run) == 2, subjects  # after checkpoints 2 and 4
+    assert any(
+        s.startswith("often: 4,096 steps") and s.endswith("(finished)") for s in subjects
+    ) or any("(finished)" in s for s in subjects)
+
+
+def test_start_runs_a_curriculum_in_tmux(checkout: tuple[Path, Path], tmux_socket: str) -> None:
+    work, _ = checkout
+    plan = work.parent / "plan.yaml"
+    port = find_free_port_block(2)
+    plan.write_text(
+        f"name: tour\nstages:\n"
+        f"  - {{run: tour-a, timesteps: 512, n_parallel: 2, agents_per_instance: 2, n_steps: 128, port: {port}}}\n"
+        f"  - {{run: tour-b, timesteps: 512}}\n"
+    )
+    started = lander(
+        work, "start", "tour", "--curriculum", str(plan), "--no-git",
+        "--tb-host", "127.0.0.1", "--tb-port", str(find_free_port_block(1)), socket=tmux_socket,
+    )  # fmt: skip
+    assert started.returncode == 0, started.stdout + started.stderr
+    record = work / "checkpoints" / "tour-b" / "run.json"
+    wait_until(
+        lambda: record.exists() and '"status": "finished"' in record.read_text(),
+        120,
+        "stage 2 to finish",
+    )
+    assert '"parent": "tour-a"' in record.read_text()

@@ -315,3 +315,41 @@ def test_sigint_mid_run_saves_a_loadable_final_and_exits_zero(
     assert record.status == "interrupted"
     model = PPO.load(tmp_path / "checkpoints" / "sig" / "final.zip")
     assert model.num_timesteps == record.total_timesteps > 0
+
+
+def test_normalization_statistics_are_saved_beside_checkpoints_and_restored(
+    tmp_path: Path, port_block: Callable[[int], int]
+) -> None:
+    import pickle
+
+    port = port_block(2)
+    train(TrainRequest(tmp_path, "norm", small_run(port, normalize_observations=True)), QUIET)
+    folder = tmp_path / "checkpoints" / "norm"
+    assert (folder / "final.vecnormalize.pkl").is_file()
+    assert all(
+        p.with_name(p.stem + ".vecnormalize.pkl").is_file() for p in rotating_checkpoints(folder)
+    )
+    with (folder / "final.vecnormalize.pkl").open("rb") as handle:
+        first = pickle.load(handle).obs_rms.count
+    train(TrainRequest(tmp_path, "norm", {"timesteps": 4096}, resume="norm"), QUIET)
+    with (folder / "final.vecnormalize.pkl").open("rb") as handle:
+        second = pickle.load(handle).obs_rms.count
+    assert second > first + 4000, "the resumed run kept counting from the saved statistics"
+
+
+def test_a_stale_final_loses_to_a_newer_checkpoint(
+    tmp_path: Path, port_block: Callable[[int], int]
+) -> None:
+    import shutil
+
+    from training.checkpoints import find_resume_point
+
+    port = port_block(2)
+    train(TrainRequest(tmp_path, "stale", small_run(port)), QUIET)
+    folder = tmp_path / "checkpoints" / "stale"
+    shutil.copy(folder / "final.zip", tmp_path / "old-final.zip")
+    train(TrainRequest(tmp_path, "stale", {"timesteps": 4096}, resume="stale"), QUIET)
+    # A later session killed before its end leaves the earlier session's final.zip behind.
+    shutil.copy(tmp_path / "old-final.zip", folder / "final.zip")
+    chosen = find_resume_point(tmp_path, "stale").model
+    assert chosen.name == "ckpt_000000008192.zip"
