@@ -57,7 +57,8 @@ def test_short_run_leaves_checkpoints_final_run_json_and_tensorboard_events(
     tmp_path: Path, port_block: Callable[[int], int]
 ) -> None:
     outcome = train(
-        TrainRequest(tmp_path, "short", small_run(port_block(2), timesteps=8192)), QUIET
+        TrainRequest(tmp_path, "short", small_run(port_block(2), timesteps=8192, eval_every=4096)),
+        QUIET,
     )
     assert outcome.status == "finished" and outcome.exit_code == 0
     folder = tmp_path / "checkpoints" / "short"
@@ -67,6 +68,7 @@ def test_short_run_leaves_checkpoints_final_run_json_and_tensorboard_events(
     assert record["status"] == "finished"
     assert record["total_timesteps"] == 8192
     assert record["config"]["n_parallel"] == 2
+    assert record["extra"]["best_evaluation"]["timesteps"] in (4096, 8192)
     logs = tmp_path / "logs" / "short"
     for tag in (
         "rollout/ep_rew_mean",
@@ -74,6 +76,8 @@ def test_short_run_leaves_checkpoints_final_run_json_and_tensorboard_events(
         "time/fps",
         "train/std",
         "train/entropy_loss",
+        "eval/mean_reward",
+        "eval/normalized_score",
     ):
         assert tensorboard_steps(logs, tag), f"missing TensorBoard scalar {tag}"
     assert "steps=8192" in (logs / "train.log").read_text()
