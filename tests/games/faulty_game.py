@@ -14,7 +14,7 @@ import struct
 import sys
 import time
 
-from wire import arg, recv, send
+from wire import arg, messages, send
 
 
 def main():
@@ -27,14 +27,8 @@ def main():
     sock = socket.create_connection(("127.0.0.1", int(arg("port", "11008"))))
     good_steps = 0
     obs = [{"obs": [0.0, 0.0]} for _ in range(agents)]
-    while True:
-        try:
-            message = recv(sock)
-        except (EOFError, OSError):
-            return
+    for message in messages(sock):
         kind = message["type"]
-        if kind == "handshake":
-            continue
         if kind == "close":
             if arg("ignore_close", "0") == "1":
                 time.sleep(600)

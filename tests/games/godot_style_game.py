@@ -13,7 +13,7 @@ Reward: steer[0] (so PPO can learn to push it to +1) plus 0.5 when boost == 1.
 
 import socket
 
-from wire import arg, recv
+from wire import arg, messages
 from wire import send_compact as send
 
 
@@ -28,14 +28,8 @@ def main():
     def obs(i):
         return {"obs": [float(v) for v in last[i]] + [float(steps[i]) / episode_len]}
 
-    while True:
-        try:
-            message = recv(sock)
-        except (EOFError, OSError):
-            return
+    for message in messages(sock):
         kind = message["type"]
-        if kind == "handshake":
-            continue
         if kind == "close":
             return
         if kind == "env_info":

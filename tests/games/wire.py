@@ -38,3 +38,14 @@ def recv_exact(sock, size):
 def recv(sock):
     (length,) = struct.unpack("<I", recv_exact(sock, 4))
     return json.loads(recv_exact(sock, length))
+
+
+def messages(sock):
+    """The trainer's messages until it goes away; the handshake is consumed here."""
+    while True:
+        try:
+            message = recv(sock)
+        except (EOFError, OSError):
+            return
+        if message["type"] != "handshake":
+            yield message
