@@ -234,3 +234,21 @@ def test_train_flow_exports_evaluates_and_play_records_headless(
             assert colors is not None and len(colors) > 3, (
                 "the picture shows trajectories, not a blank canvas"
             )
+
+
+def test_the_bundled_game_plays_a_bot_by_itself(tmp_path: Path) -> None:
+    model, _ = briefly_trained("continuous")
+    export_policy(model, None, "alone", tmp_path / "alone.json", tmp_path / "alone.onnx")
+    result = subprocess.run(
+        [sys.executable, "-m", "game_bridge.lander_game", f"--bot={tmp_path / 'alone.json'}", "--agents=3"],
+        capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith("episodes=3 mean_reward=")
+    broken = tmp_path / "broken.json"
+    broken.write_text("{}")
+    refused = subprocess.run(
+        [sys.executable, "-m", "game_bridge.lander_game", f"--bot={broken}"],
+        capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert refused.returncode == 2 and "not a lander bot" in refused.stderr
