@@ -1,8 +1,8 @@
 """lander's bridge against the godot-rl 0.8.2 package on the same game binary.
 
-(c) VecEnv steps per second through our GameVecEnv and through godot-rl's own
-StableBaselinesGodotEnv, for several instance x agent counts, alternating the
-two so both see the same machine; (e) time to start 8 instances (connected and
+(c) VecEnv steps per second through our GameVecEnv (JSON, and with the opt-in
+binary encoding ``--fast-wire``) and through godot-rl's own StableBaselinesGodotEnv,
+for several instance x agent counts, alternating so all see the same machine; (e) time to start 8 instances (connected and
 described by env_info), ours all at once against godot-rl's one after another.
 
 godot-rl pins gymnasium 1.0 and SB3 2.4, so it lives in its own virtual
@@ -37,6 +37,7 @@ MEASURE = r"""
 import contextlib, io, json, sys, time
 import numpy as np
 binary, side, n, k, port, seconds = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5]), float(sys.argv[6])
+fast = side == "ours-fast"
 if side == "theirs":
     from godot_rl.wrappers.stable_baselines_wrapper import StableBaselinesGodotEnv
 else:
@@ -47,7 +48,7 @@ with contextlib.redirect_stdout(io.StringIO()):  # godot-rl prints per connectio
     if side == "theirs":
         env = StableBaselinesGodotEnv(env_path=binary, n_parallel=n, port=port, agents=k)
     else:
-        env = GameVecEnv(LaunchConfig(command=[binary], n_instances=n, base_port=port, game_args={"agents": str(k)}))
+        env = GameVecEnv(LaunchConfig(command=[binary], n_instances=n, base_port=port, game_args={"agents": str(k)}, fast_wire=fast))
     start = time.perf_counter() - started
     sps = 0.0
     if seconds > 0:
@@ -97,15 +98,25 @@ def main() -> None:
     if not BINARY.exists():
         sys.exit("build/lander_game.x86_64 is missing: run ./lander setup first")
     table = Table(title="(c) steps/s through the bridge, same game binary")
-    for column in ("instances x agents", "godot-rl 0.8.2", "lander", "lander / godot-rl"):
+    for column in (
+        "instances x agents",
+        "godot-rl 0.8.2",
+        "lander",
+        "lander / godot-rl",
+        "lander --fast-wire",
+        "fast / godot-rl",
+    ):
         table.add_column(column, justify="right")
     for n, k in SETTINGS:
-        theirs, ours = [], []
+        theirs, ours, fast = [], [], []
         for _ in range(args.repeats):
             theirs.append(measure("theirs", n, k, args.seconds)["sps"])
             ours.append(measure("ours", n, k, args.seconds)["sps"])
-        t, o = statistics.median(theirs), statistics.median(ours)
-        table.add_row(f"{n} x {k}", f"{t:,.0f}", f"{o:,.0f}", f"{o / t:.2f}")
+            fast.append(measure("ours-fast", n, k, args.seconds)["sps"])
+        t, o, f = statistics.median(theirs), statistics.median(ours), statistics.median(fast)
+        table.add_row(
+            f"{n} x {k}", f"{t:,.0f}", f"{o:,.0f}", f"{o / t:.2f}", f"{f:,.0f}", f"{f / t:.2f}"
+        )
     console.print(table)
     theirs_start = statistics.median(measure("theirs", 8, 8, 0)["start"] for _ in range(3))
     ours_start = statistics.median(measure("ours", 8, 8, 0)["start"] for _ in range(3))

@@ -86,6 +86,7 @@ def train(
     device: flags.Device = None,
     read_timeout: flags.ReadTimeout = None,
     max_restarts_per_minute: flags.MaxRestarts = None,
+    fast_wire: flags.FastWire = None,
     config: flags.ConfigFile = None,
     resume: flags.Resume = None,
     reset_std: flags.ResetStd = None,

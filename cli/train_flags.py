@@ -88,6 +88,13 @@ MaxRestarts = Annotated[
         help="Faulty games restarted per minute before the run stops (0: never restart). [default: 3]"
     ),
 ]
+FastWire = Annotated[
+    bool | None,
+    typer.Option(
+        "--fast-wire",
+        help="Offer lander's binary step encoding; games that do not speak it (Godot) keep JSON.",
+    ),
+]
 ReadTimeout = Annotated[
     float | None, typer.Option(help="Seconds a game may take to answer. [default: 30]")
 ]
@@ -115,7 +122,7 @@ CONFIG_FLAGS = frozenset(
     {
         "timesteps", "n_parallel", "agents_per_instance", "speedup", "action_repeat", "port", "seed",
         "game_bin", "game_arg", "in_process", "ent_coef", "learning_rate", "n_steps", "batch_size",
-        "checkpoint_every", "eval_every", "push_every", "device", "read_timeout", "max_restarts_per_minute",
+        "checkpoint_every", "eval_every", "push_every", "device", "read_timeout", "max_restarts_per_minute", "fast_wire",
     }
 )  # fmt: skip
 """The train flags that are ``TrainConfig`` settings (the rest steer the session)."""

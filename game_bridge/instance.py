@@ -204,7 +204,7 @@ class GameInstance:
             self._buffer += chunk
 
     def receive(self, expected_type: str | None = None) -> dict[str, Any]:
-        """Read one message; see :meth:`_receive`. A fault marks the instance as
+        """Read one JSON message; see :meth:`_receive`. A fault marks the instance as
         faulted, so :meth:`close` kills it without waiting for a polite exit."""
         try:
             return self._receive(expected_type)
@@ -212,14 +212,15 @@ class GameInstance:
             self.faulted = True
             raise
 
-    def _receive(self, expected_type: str | None = None) -> dict[str, Any]:
-        """Read one message, checking its type when ``expected_type`` is given.
+    def receive_body(self) -> bytes:
+        """Read one frame's raw body (a binary reply); faults as :meth:`receive`."""
+        try:
+            return self._receive_body()
+        except BaseException:
+            self.faulted = True
+            raise
 
-        :raises InstanceDied: end of stream or a dead process.
-        :raises InstanceTimeout: no complete message within ``read_timeout``.
-        :raises FrameTooLarge: a length prefix beyond ``max_frame_bytes``.
-        :raises ProtocolViolation: bad JSON or the wrong message type.
-        """
+    def _receive_body(self) -> bytes:
         if self._conn is None:
             raise InstanceDied(self.index, "not connected")
         deadline = time.monotonic() + self.read_timeout
@@ -231,6 +232,17 @@ class GameInstance:
         self._fill(4 + length, deadline)
         body = bytes(self._buffer[4 : 4 + length])
         del self._buffer[: 4 + length]
+        return body
+
+    def _receive(self, expected_type: str | None = None) -> dict[str, Any]:
+        """Read one message, checking its type when ``expected_type`` is given.
+
+        :raises InstanceDied: end of stream or a dead process.
+        :raises InstanceTimeout: no complete message within ``read_timeout``.
+        :raises FrameTooLarge: a length prefix beyond ``max_frame_bytes``.
+        :raises ProtocolViolation: bad JSON or the wrong message type.
+        """
+        body = self._receive_body()
         try:
             message = protocol.decode_body(body)
         except protocol.FrameError as exc:

@@ -61,6 +61,8 @@ class LaunchConfig:
     :param output_dir: where each instance's console output goes (a temporary folder if None).
     :param auto_port: when a port of the block is taken, move to the next free block
         (``base_port`` is updated); else fail naming the port.
+    :param fast_wire: offer lander's binary step encoding in the handshake (games
+        that do not know it keep speaking JSON).
     """
 
     command: list[str] = field(default_factory=bundled_game_command)
@@ -76,6 +78,7 @@ class LaunchConfig:
     max_frame_bytes: int = protocol.DEFAULT_MAX_FRAME_BYTES
     output_dir: Path | None = None
     auto_port: bool = True
+    fast_wire: bool = False
 
     def arguments(self, index: int) -> list[str]:
         """The launch arguments of instance ``index``, as PROTOCOL.md lists them."""
@@ -190,7 +193,7 @@ def launch_instances(
             )
         _accept_all(instances, time.monotonic() + config.connect_timeout)
         for instance in instances:
-            instance.send(protocol.handshake_message())
+            instance.send(protocol.handshake_message(config.fast_wire))
             instance.send({"type": "env_info"})
         infos = [
             parse_env_info(instance.receive("env_info"), instance.index) for instance in instances

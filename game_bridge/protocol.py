@@ -1,8 +1,18 @@
-"""The Godot RL Agents wire protocol: framing and message builders.
+"""The Godot RL Agents wire protocol: framing and message builders, and lander's
+opt-in binary step encoding.
 
 Every message is a 4-byte little-endian length followed by that many bytes of
 ASCII JSON. This module is shared by the trainer side (the bridge) and the game
-side (the bundled lander game), so it depends on nothing but the standard library.
+side (the bundled lander game), so it depends on nothing but the standard
+library and numpy.
+
+The binary encoding (``FAST_ENCODING``) is an extension negotiated in the
+handshake: the trainer offers it (``"lander_encodings"`` in its handshake, which
+the Godot plugin ignores) and a game that speaks it says so in its ``env_info``
+reply (``"lander_encoding"``). Only then do ``action`` and ``step`` travel as
+binary frames: the same length prefix, a body starting with a NUL byte (which no
+JSON text starts with), a kind byte, then little-endian arrays. Everything else
+stays JSON, and a game that does not answer the offer is spoken to in JSON.
 """
 
 from __future__ import annotations
@@ -12,6 +22,8 @@ import socket
 import struct
 from typing import Any
 
+import numpy as np
+
 MAJOR_VERSION = "0"
 MINOR_VERSION = "7"
 DEFAULT_PORT = 11008
@@ -19,6 +31,14 @@ DEFAULT_MAX_FRAME_BYTES = 64 * 1024 * 1024
 """A frame larger than this is a protocol violation, not a reason to allocate gigabytes."""
 
 _HEADER = struct.Struct("<I")
+FAST_ENCODING = "lander-f32-v1"
+"""Binary actions and step replies for one box observation and one action key."""
+_BINARY = b"\x00"
+_ACTION_KIND = b"A"
+_STEP_KIND = b"S"
+_STEP_HEADER = struct.Struct("<HH")  # agents, agents that finished this step
+DONE, TRUNCATED, SUCCESS = 1, 2, 4
+"""Bits of the per-agent flags byte of a binary step reply."""
 
 
 class FrameError(Exception):
@@ -107,10 +127,15 @@ def recv_exact(sock: socket.socket, size: int) -> bytearray:
     return buffer
 
 
-def recv_message(sock: socket.socket, max_bytes: int = DEFAULT_MAX_FRAME_BYTES) -> dict[str, Any]:
-    """Read one framed message from a blocking socket (the game side's reader)."""
+def recv_body(sock: socket.socket, max_bytes: int = DEFAULT_MAX_FRAME_BYTES) -> bytes:
+    """Read one frame's body from a blocking socket (JSON or binary)."""
     length = frame_length(bytes(recv_exact(sock, _HEADER.size)), max_bytes)
-    return decode_body(recv_exact(sock, length))
+    return bytes(recv_exact(sock, length))
+
+
+def recv_message(sock: socket.socket, max_bytes: int = DEFAULT_MAX_FRAME_BYTES) -> dict[str, Any]:
+    """Read one framed JSON message from a blocking socket (the game side's reader)."""
+    return decode_body(recv_body(sock, max_bytes))
 
 
 def send_message(sock: socket.socket, message: dict[str, Any]) -> None:
@@ -118,6 +143,101 @@ def send_message(sock: socket.socket, message: dict[str, Any]) -> None:
     sock.sendall(encode_message(message))
 
 
-def handshake_message() -> dict[str, Any]:
-    """The first message the trainer sends after accepting a game."""
-    return {"type": "handshake", "major_version": MAJOR_VERSION, "minor_version": MINOR_VERSION}
+def send_bytes(sock: socket.socket, frame: bytes) -> None:
+    """Write an already framed message (binary replies)."""
+    sock.sendall(frame)
+
+
+def handshake_message(offer_fast: bool = False) -> dict[str, Any]:
+    """The first message the trainer sends after accepting a game (offering the
+    binary encoding when asked to)."""
+    message: dict[str, Any] = {
+        "type": "handshake",
+        "major_version": MAJOR_VERSION,
+        "minor_version": MINOR_VERSION,
+    }
+    if offer_fast:
+        message["lander_encodings"] = [FAST_ENCODING]
+    return message
+
+
+def is_binary(body: bytes | bytearray) -> bool:
+    """True for a frame body in the binary encoding."""
+    return body[:1] == _BINARY
+
+
+def encode_binary_actions(actions: np.ndarray, discrete: bool) -> bytes:
+    """A binary ``action`` frame: float32 (K, width) or int32 (K,) for one discrete key."""
+    array = np.ascontiguousarray(actions, dtype="<i4" if discrete else "<f4")
+    body = _BINARY + _ACTION_KIND + array.tobytes()
+    return _HEADER.pack(len(body)) + body
+
+
+def decode_binary_actions(body: bytes, n_agents: int, width: int, discrete: bool) -> np.ndarray:
+    """The actions of a binary ``action`` body.
+
+    :raises FrameError: with kind ``"bad_binary"`` when the size does not fit.
+    """
+    if body[1:2] != _ACTION_KIND:
+        raise FrameError("bad_binary", f"expected a binary action, got kind {body[1:2]!r}")
+    dtype, shape = ("<i4", (n_agents,)) if discrete else ("<f4", (n_agents, width))
+    expected = int(np.prod(shape)) * 4
+    if len(body) - 2 != expected:
+        raise FrameError(
+            "bad_binary", f"binary action of {len(body) - 2} bytes, expected {expected}"
+        )
+    return np.frombuffer(body, dtype=dtype, offset=2).reshape(shape)
+
+
+def encode_binary_step(
+    obs: np.ndarray, reward: np.ndarray, flags: np.ndarray, terminal_obs: np.ndarray
+) -> bytes:
+    """A binary ``step`` frame.
+
+    :param obs: (K, D) observations after the game's own resets.
+    :param reward: (K,) rewards.
+    :param flags: (K,) uint8 of DONE | TRUNCATED | SUCCESS bits.
+    :param terminal_obs: (n_done, D) observations before the reset, in agent order.
+    """
+    k, n_done = len(reward), len(terminal_obs)
+    parts = [
+        _BINARY,
+        _STEP_KIND,
+        _STEP_HEADER.pack(k, n_done),
+        np.ascontiguousarray(obs, dtype="<f4").tobytes(),
+        np.ascontiguousarray(reward, dtype="<f4").tobytes(),
+        np.ascontiguousarray(flags, dtype=np.uint8).tobytes(),
+        np.ascontiguousarray(terminal_obs, dtype="<f4").tobytes(),
+    ]
+    body = b"".join(parts)
+    return _HEADER.pack(len(body)) + body
+
+
+def decode_binary_step(
+    body: bytes, n_agents: int, obs_size: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(obs, reward, flags, terminal_obs) of a binary ``step`` body.
+
+    :raises FrameError: with kind ``"bad_binary"`` when the kind, agent count or size is wrong.
+    """
+    if body[1:2] != _STEP_KIND or len(body) < 2 + _STEP_HEADER.size:
+        raise FrameError("bad_binary", f"expected a binary step reply, got {bytes(body[:8])!r}")
+    k, n_done = _STEP_HEADER.unpack_from(body, 2)
+    if k != n_agents or n_done > k:
+        raise FrameError(
+            "bad_binary", f"binary step reply for {k} agents ({n_done} done), expected {n_agents}"
+        )
+    offset = 2 + _STEP_HEADER.size
+    expected = offset + 4 * k * obs_size + 4 * k + k + 4 * n_done * obs_size
+    if len(body) != expected:
+        raise FrameError(
+            "bad_binary", f"binary step reply of {len(body)} bytes, expected {expected}"
+        )
+    obs = np.frombuffer(body, "<f4", k * obs_size, offset).reshape(k, obs_size)
+    offset += 4 * k * obs_size
+    reward = np.frombuffer(body, "<f4", k, offset)
+    offset += 4 * k
+    flags = np.frombuffer(body, np.uint8, k, offset)
+    offset += k
+    terminal = np.frombuffer(body, "<f4", n_done * obs_size, offset).reshape(n_done, obs_size)
+    return obs, reward, flags, terminal

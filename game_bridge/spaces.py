@@ -14,6 +14,7 @@ import numpy as np
 from gymnasium import spaces
 
 from game_bridge.errors import ProtocolViolation
+from game_bridge.protocol import FAST_ENCODING
 
 SHARED_POLICY = "shared_policy"
 
@@ -121,6 +122,19 @@ class EnvInfo:
     observations: tuple[ObservationEntry, ...]
     actions: tuple[ActionEntry, ...]
     policy_names: tuple[str, ...]
+    encoding: str = "json"
+    """``protocol.FAST_ENCODING`` when the game accepted lander's binary steps."""
+
+    @property
+    def binary_capable(self) -> bool:
+        """True when the layout fits the binary encoding: one box observation, one action key."""
+        return (
+            len(self.observations) == 1
+            and not self.observations[0].is_image
+            and len(self.observations[0].space.shape or ()) == 1
+            and isinstance(self.observations[0].space, spaces.Box)
+            and len(self.actions) == 1
+        )
 
     @property
     def observation_space(self) -> spaces.Space[Any]:
@@ -192,7 +206,10 @@ def parse_env_info(message: dict[str, Any], instance: int | None = None) -> EnvI
         raise ProtocolViolation(
             instance, f"agent_policy_names must list {n_agents} names, got {names_value!r:.120}"
         )
-    return EnvInfo(n_agents, observations, actions, names)
+    encoding = "json"
+    if message.get("lander_encoding") == FAST_ENCODING:
+        encoding = FAST_ENCODING
+    return EnvInfo(n_agents, observations, actions, names, encoding)
 
 
 WIRE_DECIMALS = 6

@@ -66,6 +66,13 @@ class GameVecEnv(VecEnv):
         )
         self._last_parts: list[dict[str, np.ndarray]] = []
         self._closed = False
+        # Binary steps only when every game accepted them and the layout fits.
+        self.binary = all(info.encoding == protocol.FAST_ENCODING for info in infos) and (
+            self.env_info.binary_capable
+        )
+        self._discrete = self.env_info.actions[0].discrete
+        obs_shape = self.env_info.observations[0].space.shape or (1,)
+        self._obs_size = int(obs_shape[0])
         super().__init__(
             config.n_instances * self.agents_per_instance,
             self.env_info.observation_space,
@@ -115,12 +122,16 @@ class GameVecEnv(VecEnv):
         k = self.agents_per_instance
         for instance in self.instances:
             start = instance.index * k
-            payload = {
-                "type": "action",
-                "action": self.action_codec.encode(actions[start : start + k]),
-            }
+            if self.binary:
+                frame = protocol.encode_binary_actions(actions[start : start + k], self._discrete)
+            else:
+                payload = {
+                    "type": "action",
+                    "action": self.action_codec.encode(actions[start : start + k]),
+                }
+                frame = protocol.encode_message(payload)
             try:
-                instance.send_bytes(protocol.encode_message(payload))
+                instance.send_bytes(frame)
             except BridgeError as exc:
                 if not self.max_restarts_per_minute:
                     raise
@@ -132,8 +143,11 @@ class GameVecEnv(VecEnv):
 
     def _read_step(
         self, instance: GameInstance
-    ) -> tuple[dict[str, np.ndarray], list[Any], list[Any], list[Any]]:
-        """One instance's ``step`` reply, checked: observations, rewards, dones, infos."""
+    ) -> tuple[dict[str, np.ndarray], np.ndarray, np.ndarray, list[dict[str, Any]]]:
+        """One instance's ``step`` reply, checked: observations, rewards, dones, infos
+        (normalised for SB3: booleans, numpy terminal observations)."""
+        if self.binary:
+            return self._read_binary_step(instance)
         k, index = self.agents_per_instance, instance.index
         reply = instance.receive("step")
         decoded = self.obs_codec.decode(reply.get("obs"), k, index)
@@ -151,7 +165,39 @@ class GameVecEnv(VecEnv):
             raise ProtocolViolation(
                 index, f"step reply has non-numeric rewards: {str(reward)[:120]}"
             )
-        return decoded, reward, done, info
+        dones = np.array([bool(flag) for flag in done])
+        infos = [
+            self._agent_info(agent_info, bool(dones[agent]), decoded, agent, index)
+            for agent, agent_info in enumerate(info)
+        ]
+        return decoded, np.asarray(reward, dtype=np.float32), dones, infos
+
+    def _read_binary_step(
+        self, instance: GameInstance
+    ) -> tuple[dict[str, np.ndarray], np.ndarray, np.ndarray, list[dict[str, Any]]]:
+        """A step reply in lander's binary encoding (see :mod:`game_bridge.protocol`)."""
+        body = instance.receive_body()
+        try:
+            if not protocol.is_binary(body):
+                raise protocol.FrameError(
+                    "bad_binary", f"expected a binary step reply, got {body[:60]!r}"
+                )
+            obs, reward, flags, terminal = protocol.decode_binary_step(
+                body, self.agents_per_instance, self._obs_size
+            )
+        except protocol.FrameError as exc:
+            instance.faulted = True
+            raise ProtocolViolation(instance.index, str(exc)) from None
+        dones = (flags & protocol.DONE).astype(bool)
+        infos: list[dict[str, Any]] = [{} for _ in range(self.agents_per_instance)]
+        for row, agent in enumerate(np.flatnonzero(dones).tolist()):
+            infos[agent] = {
+                "TimeLimit.truncated": bool(flags[agent] & protocol.TRUNCATED),
+                "is_success": bool(flags[agent] & protocol.SUCCESS),
+                "terminal_observation": terminal[row].copy(),
+            }
+        key = self.env_info.observations[0].key
+        return {key: obs.copy()}, reward.copy(), dones, infos
 
     def step_wait(self) -> VecEnvStepReturn:
         """Gather every instance's ``step`` reply into one batch, restarting faulty games."""
@@ -175,9 +221,8 @@ class GameVecEnv(VecEnv):
                 parts.append(decoded)
                 continue
             rewards[index * k : (index + 1) * k] = reward
-            dones[index * k : (index + 1) * k] = [bool(flag) for flag in done]
-            for agent, agent_info in enumerate(info):
-                infos.append(self._agent_info(agent_info, bool(done[agent]), decoded, agent, index))
+            dones[index * k : (index + 1) * k] = done
+            infos.extend(info)
             parts.append(decoded)
         self._last_parts = parts
         return self._to_vec_obs(parts), rewards, dones, infos
@@ -217,7 +262,9 @@ class GameVecEnv(VecEnv):
         started, infos = launch_instances(self.config, [index])
         fresh = started[0]
         try:
-            if not infos[0].same_layout(self.env_info):
+            if not infos[0].same_layout(self.env_info) or (
+                self.binary and infos[0].encoding != protocol.FAST_ENCODING
+            ):
                 raise ProtocolViolation(
                     index, "the restarted game declares other spaces than before"
                 )

@@ -25,15 +25,23 @@ from game_bridge.vec_env import GameVecEnv
 from tests.conftest import python_game, wait_until
 
 
+@pytest.mark.parametrize("fast_wire", [False, True], ids=["json", "binary"])
 def test_vec_env_over_two_instances_of_two_agents_matches_in_process_physics(
-    port_block: Callable[[int], int],
+    port_block: Callable[[int], int], fast_wire: bool
 ) -> None:
     seed = 11
     env = GameVecEnv(
-        LaunchConfig(n_instances=2, base_port=port_block(2), seed=seed, game_args={"agents": "2"})
+        LaunchConfig(
+            n_instances=2,
+            base_port=port_block(2),
+            seed=seed,
+            game_args={"agents": "2"},
+            fast_wire=fast_wire,
+        )
     )
     try:
         assert env.num_envs == 4
+        assert env.binary == fast_wire
         # Instance i plays physics seeded seed + i; its agents are envs 2i and 2i+1.
         reference = [LanderPhysics(2, seed + i) for i in range(2)]
         for physics in reference:
@@ -46,6 +54,8 @@ def test_vec_env_over_two_instances_of_two_agents_matches_in_process_physics(
             # Actions travel rounded to 1e-6 (spaces.WIRE_DECIMALS): feed the
             # reference the values the games receive.
             actions = np.round(rng.uniform(-1, 1, (4, 2)), 6)
+            if fast_wire:  # binary actions travel as float32
+                actions = actions.astype(np.float32).astype(np.float64)
             obs, rewards, dones, infos = env.step(actions)
             for i, physics in enumerate(reference):
                 result = physics.step(actions[2 * i : 2 * i + 2])
@@ -73,10 +83,14 @@ def test_godot_style_game_with_mixed_actions_gets_each_value_under_its_key(
 ) -> None:
     env = GameVecEnv(
         LaunchConfig(
-            command=python_game("godot_style_game.py"), n_instances=2, base_port=port_block(2)
+            command=python_game("godot_style_game.py"),
+            n_instances=2,
+            base_port=port_block(2),
+            fast_wire=True,  # offered, not understood: the game keeps speaking JSON
         )
     )
     try:
+        assert not env.binary
         # steer (2 continuous) then boost (2 choices as 2 slots, argmax).
         assert env.action_space.shape == (4,)
         env.reset()

@@ -55,3 +55,31 @@ def test_socket_send_and_receive_over_a_real_connection() -> None:
         with pytest.raises(protocol.FrameError) as caught:
             protocol.recv_message(right)
         assert caught.value.kind == "eof"
+
+
+def test_binary_step_round_trip_and_refusal_of_a_wrong_size() -> None:
+    import numpy as np
+
+    obs = np.arange(21, dtype=np.float32).reshape(3, 7) / 10
+    reward = np.array([1.5, -2.0, 0.25], dtype=np.float32)
+    flags = np.array(
+        [0, protocol.DONE | protocol.TRUNCATED, protocol.DONE | protocol.SUCCESS], dtype=np.uint8
+    )
+    terminal = np.ones((2, 7), dtype=np.float32)
+    frame = protocol.encode_binary_step(obs, reward, flags, terminal)
+    body = frame[4:]
+    assert protocol.is_binary(body) and not protocol.is_binary(
+        protocol.encode_message({"type": "step"})[4:]
+    )
+    got = protocol.decode_binary_step(body, 3, 7)
+    for expected, actual in zip((obs, reward, flags, terminal), got, strict=True):
+        assert np.array_equal(expected, actual)
+    with pytest.raises(protocol.FrameError, match="bytes, expected"):
+        protocol.decode_binary_step(body[:-3], 3, 7)
+    with pytest.raises(protocol.FrameError, match="expected 4"):
+        protocol.decode_binary_step(body, 4, 7)
+    actions = np.array([[0.5, -1.0], [0.25, 1.0]], dtype=np.float32)
+    sent = protocol.encode_binary_actions(actions, discrete=False)[4:]
+    assert np.array_equal(protocol.decode_binary_actions(sent, 2, 2, discrete=False), actions)
+    with pytest.raises(protocol.FrameError):
+        protocol.decode_binary_actions(sent, 3, 2, discrete=False)

@@ -357,3 +357,18 @@ def test_a_stale_final_loses_to_a_newer_checkpoint(
     shutil.copy(tmp_path / "old-final.zip", folder / "final.zip")
     chosen = find_resume_point(tmp_path, "stale").model
     assert chosen.name == "ckpt_000000008192.zip"
+
+
+def test_fast_wire_training_uses_binary_steps(
+    tmp_path: Path, port_block: Callable[[int], int]
+) -> None:
+    from training.environments import game_env_of, make_vec_env
+
+    outcome = train(TrainRequest(tmp_path, "fast", small_run(port_block(2), fast_wire=True)), QUIET)
+    assert outcome.status == "finished" and outcome.record.config.fast_wire
+    env = make_vec_env(outcome.record.config)
+    try:
+        game = game_env_of(env)
+        assert game is not None and game.binary
+    finally:
+        env.close()

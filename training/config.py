@@ -38,6 +38,7 @@ class TrainConfig:
         False  # train on the in-process Lander-v0 (no TCP): debugging and speed reference
     )
     read_timeout: float = 30.0  # seconds a game may take to answer one message
+    fast_wire: bool = False  # offer lander's binary steps (games that do not know them keep JSON)
     max_restarts_per_minute: int = (
         3  # faulty games restarted per minute before the run stops (0: never restart)
     )

@@ -33,6 +33,7 @@ def launch_config(config: TrainConfig, output_dir: Path | None = None) -> Launch
         game_args=game_args,
         read_timeout=config.read_timeout,
         output_dir=output_dir,
+        fast_wire=config.fast_wire,
     )
 
 

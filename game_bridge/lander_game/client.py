@@ -25,6 +25,7 @@ from game_bridge.lander_game.physics import (
     OBS_SIZE,
     TICKS_PER_SECOND,
     LanderPhysics,
+    StepResult,
 )
 
 WIRE_DECIMALS = 6
@@ -101,6 +102,7 @@ class LanderGame:
             else 0.0
         )
         self._next_step_at = 0.0
+        self.fast = False  # set when the trainer offers lander's binary encoding
 
     def env_info(self) -> dict[str, Any]:
         """The ``env_info`` reply: the same spaces for every agent."""
@@ -110,13 +112,16 @@ class LanderGame:
             if self.discrete
             else {"size": ACTION_SIZE, "action_type": "continuous"}
         )
-        return {
+        reply = {
             "type": "env_info",
             "observation_space": [{OBS_KEY: {"size": [OBS_SIZE], "space": "box"}}] * n,
             "action_space": [{ACTION_KEY: action}] * n,
             "n_agents": n,
             "agent_policy_names": ["shared_policy"] * n,
         }
+        if self.fast:
+            reply["lander_encoding"] = protocol.FAST_ENCODING
+        return reply
 
     def reset(self) -> dict[str, Any]:
         """Reset every agent (the trainer's ``reset``)."""
@@ -134,23 +139,29 @@ class LanderGame:
             return np.asarray(values, dtype=np.float64).astype(np.int64)
         return np.asarray(values, dtype=np.float64)
 
-    def step(self, message: dict[str, Any]) -> dict[str, Any]:
-        """Apply one action per agent, reset finished agents, build the ``step`` reply."""
+    def _advance(self, actions: np.ndarray) -> tuple[StepResult, np.ndarray, np.ndarray]:
+        """Step the physics and reset finished agents: (result, done mask, obs after resets)."""
         self._pace()
-        result = self.physics.step(self._read_actions(message))
+        result = self.physics.step(actions)
         done = result.terminated | result.truncated
-        infos: list[dict[str, Any]] = [{} for _ in range(self.settings.agents)]
         obs = result.obs
         if done.any():
-            terminal = _wire(obs)
+            self.physics.reset_agents(done)
+            obs = self.physics.observe()
+        return result, done, obs
+
+    def step(self, message: dict[str, Any]) -> dict[str, Any]:
+        """Apply one action per agent, reset finished agents, build the ``step`` reply."""
+        result, done, obs = self._advance(self._read_actions(message))
+        infos: list[dict[str, Any]] = [{} for _ in range(self.settings.agents)]
+        if done.any():
+            terminal = _wire(result.obs)
             for index in np.flatnonzero(done).tolist():
                 infos[index] = {
                     "is_success": bool(result.success[index]),
                     "TimeLimit.truncated": bool(result.truncated[index]),
                     "terminal_observation": {OBS_KEY: terminal[index]},
                 }
-            self.physics.reset_agents(done)
-            obs = self.physics.observe()
         return {
             "type": "step",
             "obs": [{OBS_KEY: row} for row in _wire(obs)],
@@ -158,6 +169,19 @@ class LanderGame:
             "done": done.tolist(),
             "info": infos,
         }
+
+    def step_binary(self, body: bytes) -> bytes:
+        """The same step in lander's binary encoding (after the trainer offered it)."""
+        actions = protocol.decode_binary_actions(
+            body, self.settings.agents, ACTION_SIZE, self.discrete
+        )
+        result, done, obs = self._advance(actions)
+        flags = (
+            done * protocol.DONE
+            + result.truncated * protocol.TRUNCATED
+            + result.success * protocol.SUCCESS
+        ).astype(np.uint8)
+        return protocol.encode_binary_step(obs, result.reward, flags, result.obs[done])
 
     def _pace(self) -> None:
         """Hold each step to its share of wall time, as an engine at ``speedup`` would."""
@@ -203,13 +227,23 @@ def serve(game: LanderGame, sock: socket.socket) -> None:
     }
     while True:
         try:
-            message = protocol.recv_message(sock)
-        except (protocol.FrameError, OSError):
-            return  # the trainer is gone: quit, so no game outlives it
+            body = protocol.recv_body(sock)
+            if game.fast and protocol.is_binary(body):
+                protocol.send_bytes(sock, game.step_binary(body))
+                continue
+            message = protocol.decode_body(body)
+        except protocol.FrameError as exc:
+            if exc.kind != "eof":
+                print(f"lander-game: bad frame from the trainer: {exc}", file=sys.stderr)
+            return  # the trainer is gone (or broken): quit, so no game outlives it
+        except OSError:
+            return
         kind = message.get("type")
         if kind == "close":
             return
         if kind == "handshake":
+            offered = message.get("lander_encodings")
+            game.fast = isinstance(offered, list) and protocol.FAST_ENCODING in offered
             if str(message.get("major_version")) != protocol.MAJOR_VERSION:
                 print(
                     f"lander-game: unsupported protocol major version {message.get('major_version')!r}",

@@ -35,6 +35,9 @@ ACTION_SIZE = 2
 N_DISCRETE_ACTIONS = 4
 """Discrete mode: 0 coast, 1 main engine, 2 push left, 3 push right."""
 
+_ARENA_SCALE = np.array([2.0 / WIDTH, 2.0 / HEIGHT])
+"""Maps a position in metres to [-1, 1] across the arena (after subtracting 1)."""
+
 DIFFICULTY_LEVELS = {
     # difficulty: (target period in seconds, lateral gust acceleration)
     0: (6.0, 0.0),
@@ -124,14 +127,18 @@ class LanderPhysics:
         ``[dx, dy, vx, vy, x, y, t]``: offset to the target, velocity, position in
         the arena (centre 0) and the time left before the target moves.
         """
-        obs = np.empty((self.n_agents, OBS_SIZE), dtype=np.float32)
-        obs[:, 0:2] = (self.target - self.pos) / POS_SCALE
-        obs[:, 2:4] = self.vel / VEL_SCALE
-        obs[:, 4] = (self.pos[:, 0] - WIDTH / 2) / (WIDTH / 2)
-        obs[:, 5] = (self.pos[:, 1] - HEIGHT / 2) / (HEIGHT / 2)
-        obs[:, 6] = self.target_timer / self.target_period_ticks * 2.0 - 1.0
-        np.clip(obs, -1.0, 1.0, out=obs)
-        return obs
+        # Few, large array operations: this runs every step of every game.
+        obs = np.empty((self.n_agents, OBS_SIZE))
+        np.subtract(self.target, self.pos, out=obs[:, 0:2])
+        obs[:, 0:2] *= 1.0 / POS_SCALE
+        np.multiply(self.vel, 1.0 / VEL_SCALE, out=obs[:, 2:4])
+        np.multiply(self.pos, _ARENA_SCALE, out=obs[:, 4:6])
+        obs[:, 4:6] -= 1.0
+        np.multiply(self.target_timer, 2.0 / self.target_period_ticks, out=obs[:, 6])
+        obs[:, 6] -= 1.0
+        np.minimum(obs, 1.0, out=obs)
+        np.maximum(obs, -1.0, out=obs)
+        return obs.astype(np.float32)
 
     def _accelerations(self, actions: np.ndarray) -> np.ndarray:
         accel = np.empty((self.n_agents, 2))
@@ -142,9 +149,8 @@ class LanderPhysics:
             )
             accel[:, 1] = np.where(choice == 1, MAIN_ACCEL, 0.0)
         else:
-            act = np.clip(
-                np.asarray(actions, dtype=np.float64).reshape(self.n_agents, ACTION_SIZE), -1.0, 1.0
-            )
+            act = np.asarray(actions, dtype=np.float64).reshape(self.n_agents, ACTION_SIZE)
+            act = np.maximum(np.minimum(act, 1.0), -1.0)
             accel[:, 0] = act[:, 1] * LATERAL_ACCEL
             accel[:, 1] = (act[:, 0] + 1.0) * 0.5 * MAIN_ACCEL
         accel[:, 1] -= GRAVITY
@@ -176,7 +182,8 @@ class LanderPhysics:
         thrust = self._accelerations(actions)
         grow, shrink = self._powers(ticks)
         # u[t] = acceleration input of tick t+1 times dt; gusts push sideways per tick.
-        inputs = np.broadcast_to(thrust * self.dt, (ticks, k, 2)).copy()
+        inputs = np.empty((ticks, k, 2))
+        inputs[:] = thrust * self.dt
         if self.gust:
             inputs[:, :, 0] += self.rng.uniform(-self.gust, self.gust, (ticks, k)) * self.dt
         # v_t = r^t (v_0 + sum_{s<=t} r^-s u_s);  p_t = p_0 + dt * sum_{s<=t} v_s
@@ -204,9 +211,10 @@ class LanderPhysics:
             self.target[moved] = self._new_targets(int(moved.sum()))
             self.target_timer[moved] += self.target_period_ticks
             move_tick = np.where(moved, move_tick + self.target_period_ticks, move_tick)
-        distance = np.linalg.norm(self.target - self.pos, axis=1)
+        offset = self.target - self.pos
+        distance = np.hypot(offset[:, 0], offset[:, 1])
         inside = distance < SUCCESS_RADIUS
-        closeness = np.clip(1.0 - distance / CLOSENESS_RANGE, 0.0, 1.0)
+        closeness = np.maximum(np.minimum(1.0 - distance / CLOSENESS_RANGE, 1.0), 0.0)
         # Scaled by game time so the return does not depend on action_repeat.
         scale = ticks / TICKS_PER_SECOND * 10.0
         reward = (closeness + inside) * scale - crashed * CRASH_PENALTY
