@@ -2,7 +2,7 @@
 
 Both train the bundled game with the same ``num_envs`` and the same PPO settings
 (``lander train``'s defaults), alternating, each for ``--timesteps`` steps; the
-ratio is bridge / in-process.
+ratio is bridge / in-process (and the bridge with ``--fast-wire`` beside it).
 
     .venv/bin/python benchmarks/ppo_fps.py [--timesteps 150000] [--repeats 2]
 """
@@ -22,13 +22,20 @@ from training.trainer import TrainRequest, train
 console = Console()
 
 
-def fps(in_process: bool, timesteps: int, port: int) -> float:
+def fps(in_process: bool, timesteps: int, port: int, fast_wire: bool = False) -> float:
     """Session-average training fps of one short run."""
     with tempfile.TemporaryDirectory() as root:
         started = time.monotonic()
         outcome = train(
             TrainRequest(
-                Path(root), "fps", {"timesteps": timesteps, "in_process": in_process, "port": port}
+                Path(root),
+                "fps",
+                {
+                    "timesteps": timesteps,
+                    "in_process": in_process,
+                    "port": port,
+                    "fast_wire": fast_wire,
+                },
             ),
             Console(quiet=True),
         )
@@ -44,14 +51,19 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--port", type=int, default=27008)
     args = parser.parse_args()
-    bridge, in_process = [], []
+    bridge, in_process, fast = [], [], []
     for _ in range(args.repeats):
         in_process.append(fps(True, args.timesteps, args.port))
         bridge.append(fps(False, args.timesteps, args.port))
-        console.print(f"in-process {in_process[-1]:,.0f} fps, bridge {bridge[-1]:,.0f} fps")
-    b, i = statistics.median(bridge), statistics.median(in_process)
+        fast.append(fps(False, args.timesteps, args.port, fast_wire=True))
+        console.print(
+            f"in-process {in_process[-1]:,.0f} fps, bridge {bridge[-1]:,.0f} fps, "
+            f"bridge --fast-wire {fast[-1]:,.0f} fps"
+        )
+    b, i, f = statistics.median(bridge), statistics.median(in_process), statistics.median(fast)
     console.print(
-        f"(d) PPO fps: bridge {b:,.0f}, in-process {i:,.0f}, bridge / in-process = {b / i:.2f}"
+        f"(d) PPO fps: bridge {b:,.0f}, in-process {i:,.0f}, bridge / in-process = {b / i:.2f}; "
+        f"with --fast-wire {f:,.0f} ({f / i:.2f})"
     )
 
 
