@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import random
+import shlex
 import shutil
 import socket
 import subprocess
@@ -48,6 +49,14 @@ def port_block() -> Callable[[int], int]:
 def python_game(script: str, *args: str) -> list[str]:
     """The command that runs one of the test games under tests/games."""
     return [sys.executable, str(GAMES_DIR / script), *args]
+
+
+def game_executable(path: Path, command: list[str]) -> Path:
+    """An executable at ``path`` that runs ``command`` with its arguments, as a
+    game export would be launched by path (``--game-bin``)."""
+    path.write_text("#!/bin/sh\nexec " + shlex.join(command) + ' "$@"\n')
+    path.chmod(0o755)
+    return path
 
 
 def wait_until(condition: Callable[[], bool], timeout: float, what: str) -> None:

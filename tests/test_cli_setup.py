@@ -7,7 +7,7 @@ import subprocess
 from collections.abc import Callable
 from pathlib import Path
 
-from tests.conftest import REPO_ROOT, python_game
+from tests.conftest import REPO_ROOT, game_executable, python_game
 
 LANDER = REPO_ROOT / ".venv" / "bin" / "lander"
 
@@ -59,11 +59,9 @@ def test_game_binary_is_launchable_by_path_like_a_godot_export(
 def test_setup_with_a_broken_game_fails_with_a_one_line_reason(
     tmp_path: Path, port_block: Callable[[int], int]
 ) -> None:
-    game = tmp_path / "broken_game.sh"
-    game.write_text(
-        "#!/bin/sh\n" + " ".join(python_game("faulty_game.py", "--fault=noconnect")) + "\n"
+    game = game_executable(
+        tmp_path / "broken_game.sh", python_game("faulty_game.py", "--fault=noconnect")
     )
-    game.chmod(0o755)
     result = run_lander(tmp_path, "setup", "--game-bin", str(game), "--port", str(port_block(1)))
     assert result.returncode != 0
     assert "smoke test" in result.stdout and "exited with code 4" in result.stdout
@@ -73,9 +71,7 @@ def test_setup_with_a_broken_game_fails_with_a_one_line_reason(
 def test_setup_checklist_covers_the_machine_and_remembers_a_game(
     tmp_path: Path, port_block: Callable[[int], int]
 ) -> None:
-    game = tmp_path / "my_game.x86_64"
-    game.write_text("#!/bin/sh\nexec " + " ".join(python_game("godot_style_game.py")) + ' "$@"\n')
-    game.chmod(0o755)
+    game = game_executable(tmp_path / "my_game.x86_64", python_game("godot_style_game.py"))
     result = run_lander(tmp_path, "setup", "--game-bin", str(game), "--port", str(port_block(1)))
     assert result.returncode == 0, result.stdout + result.stderr
     for check in (

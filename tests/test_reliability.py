@@ -28,7 +28,15 @@ from game_bridge.instance import GameInstance
 from game_bridge.launcher import LaunchConfig
 from game_bridge.spaces import parse_env_info
 from game_bridge.vec_env import GameVecEnv, TooManyRestarts
-from tests.conftest import GIT_IDENTITY, REPO_ROOT, SMALL, git, python_game, wait_until
+from tests.conftest import (
+    GIT_IDENTITY,
+    REPO_ROOT,
+    SMALL,
+    game_executable,
+    git,
+    python_game,
+    wait_until,
+)
 from training.run_record import RunRecord
 from training.trainer import TrainRequest, train
 
@@ -108,9 +116,7 @@ def test_too_many_restarts_stop_with_the_instance_and_its_last_output(
 def test_training_survives_a_crashing_game_and_counts_the_restart(
     tmp_path: Path, port_block: Callable[[int], int]
 ) -> None:
-    game = tmp_path / "crashy_game.x86_64"
-    game.write_text("#!/bin/sh\nexec " + " ".join(faulty(tmp_path, "die", after=700)) + ' "$@"\n')
-    game.chmod(0o755)
+    game = game_executable(tmp_path / "crashy_game.x86_64", faulty(tmp_path, "die", after=700))
     overrides = {
         "n_parallel": 2, "agents_per_instance": 2, "n_steps": 512, "batch_size": 512, "n_epochs": 1,
         "timesteps": 8192, "port": port_block(2), "game_bin": str(game),

@@ -16,7 +16,7 @@ from rich.console import Console
 from stable_baselines3 import PPO
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-from tests.conftest import REPO_ROOT, python_game, wait_until
+from tests.conftest import REPO_ROOT, game_executable, python_game, wait_until
 from training.checkpoints import CheckpointError, rotating_checkpoints
 from training.config import ConfigError
 from training.policy_tweaks import PolicyTweakError, reset_action_std
@@ -227,9 +227,7 @@ def test_config_file_then_flags(tmp_path: Path, port_block: Callable[[int], int]
 def test_godot_style_game_with_mixed_actions_trains_through_game_bin(
     tmp_path: Path, port_block: Callable[[int], int]
 ) -> None:
-    game = tmp_path / "godot_game.x86_64"
-    game.write_text("#!/bin/sh\nexec " + " ".join(python_game("godot_style_game.py")) + ' "$@"\n')
-    game.chmod(0o755)
+    game = game_executable(tmp_path / "godot_game.x86_64", python_game("godot_style_game.py"))
     outcome = train(
         TrainRequest(tmp_path, "godot", small_run(port_block(2), game_bin=str(game))), QUIET
     )
@@ -247,13 +245,9 @@ def test_in_process_training_uses_the_same_num_envs(tmp_path: Path) -> None:
 def test_a_game_that_dies_ends_the_run_cleanly_with_final_saved(
     tmp_path: Path, port_block: Callable[[int], int]
 ) -> None:
-    game = tmp_path / "dying_game.x86_64"
-    game.write_text(
-        "#!/bin/sh\nexec "
-        + " ".join(python_game("faulty_game.py", "--fault=die", "--after=1500"))
-        + ' "$@"\n'
+    game = game_executable(
+        tmp_path / "dying_game.x86_64", python_game("faulty_game.py", "--fault=die", "--after=1500")
     )
-    game.chmod(0o755)
     outcome = train(
         TrainRequest(
             tmp_path, "dies", small_run(port_block(2), game_bin=str(game), timesteps=20000)
