@@ -217,14 +217,3 @@ def run_push_state(root: Path, run: str) -> str:
     except git.GitCommandError:
         return "not pushed"
     return "pushed"
-
-
-def unpushed_count(root: Path) -> int | None:
-    """Commits on this branch that its upstream lacks (None without an upstream)."""
-    repo = open_repo(root)
-    if repo is None:
-        return None
-    upstream = _upstream(repo)
-    if upstream is None:
-        return None
-    return int(repo.git.rev_list("--count", f"{upstream.name}..HEAD"))

@@ -43,14 +43,6 @@ def find_session(run: str) -> libtmux.Session | None:
         return None
 
 
-def lander_sessions() -> list[libtmux.Session]:
-    """Every lander session on the server."""
-    try:
-        return [s for s in server().sessions if (s.session_name or "").startswith(SESSION_PREFIX)]
-    except LibTmuxException:
-        return []
-
-
 def _window(session: libtmux.Session, name: str) -> libtmux.Window | None:
     return session.windows.get(window_name=name, default=None)
 

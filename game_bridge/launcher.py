@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 import selectors
-import shlex
 import sys
 import tempfile
 import time
@@ -94,10 +93,6 @@ class LaunchConfig:
             args.append(f"--speedup={self.speedup:g}")
         args.extend(f"--{key}={value}" for key, value in self.game_args.items())
         return args
-
-    def describe(self, index: int) -> str:
-        """The command line of instance ``index``, quoted for a person to paste."""
-        return shlex.join([*self.command, *self.arguments(index)])
 
 
 def _accept_all(instances: list[GameInstance], deadline: float) -> None:
