@@ -98,12 +98,6 @@ def train(
 
     params = {name: value for name, value in locals().items() if name in flags.CONFIG_FLAGS}
     overrides = flags.collect_overrides(**params)
-    if game_bin is None and resume is None and config is None:
-        from cli.setup import remembered_game_bin
-
-        remembered = remembered_game_bin(project_root())
-        if remembered is not None:
-            overrides["game_bin"] = remembered
     from training.trainer import TrainRequest
 
     request = TrainRequest(

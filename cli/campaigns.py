@@ -11,6 +11,7 @@ from cli.console import console, fail
 from cli.git_sync import GitSyncError, commit_paths, current_commit, pull, push, run_paths_to_stage
 from cli.operations import newest_run
 from cli.run_flow import USER_ERRORS, run_training, train_session
+from cli.setup import with_remembered_game
 from cli.trainer_lock import TrainerBusy, TrainerLock
 from training.curriculum import Stage, load_plan, run_plan
 from training.run_paths import InvalidRunName, RunPaths, next_run_name
@@ -77,6 +78,7 @@ def sweep(
     """Run (or resume) an Optuna sweep; commit and push every ``push_every`` trials."""
     if trials < 1 or timesteps_per_trial < 1:
         fail("--trials and --timesteps-per-trial must be at least 1")
+    overrides = with_remembered_game(root, overrides)
     try:
         space = load_space(space_file)
         RunPaths(root, name)

@@ -14,6 +14,7 @@ from typing import Any
 
 from cli.console import console, fail
 from cli.git_sync import GitSyncError, commit_run, current_commit, pull, push
+from cli.setup import with_remembered_game
 from cli.trainer_lock import TrainerBusy, TrainerLock
 from game_bridge.errors import BridgeError
 from training.bots import evaluate_target, export_run, run_target
@@ -48,6 +49,10 @@ def train_session(request: TrainRequest, use_git: bool) -> int:
     """
     root, run = request.root, request.run
     request.git_commit = current_commit(root)
+    if request.resume is None and request.config_file is None:
+        # A new run plays the checkout's remembered game (lander setup --game-bin);
+        # a resumed one keeps its own.
+        request.overrides = with_remembered_game(root, request.overrides)
     try:
         outcome = train(
             request, console, on_checkpoint=_mid_run_pusher(root, run) if use_git else None

@@ -17,6 +17,7 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from rich.table import Table
 
@@ -79,6 +80,15 @@ def remembered_game_bin(root: Path) -> str | None:
     except (OSError, json.JSONDecodeError, AttributeError):
         return None
     return str(value) if value else None
+
+
+def with_remembered_game(root: Path, overrides: dict[str, Any]) -> dict[str, Any]:
+    """``overrides`` plus the game ``lander setup --game-bin`` remembered, unless the
+    flags name a game already."""
+    remembered = remembered_game_bin(root)
+    if remembered is None or "game_bin" in overrides:
+        return overrides
+    return {**overrides, "game_bin": remembered}
 
 
 def remember_game_bin(root: Path, game_bin: Path) -> CheckResult:
