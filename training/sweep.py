@@ -24,6 +24,7 @@ from training.eval_history import record_evaluation
 from training.evaluation import EvalResult, LanderSettings
 from training.run_paths import RunPaths, validate_run_name
 from training.run_record import now_iso
+from training.search_space import sample
 from training.trainer import TrainRequest, train
 
 FINISHED_STATES = (optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.PRUNED)
@@ -113,7 +114,7 @@ def run_sweep(
     )
 
     def objective(trial: optuna.Trial) -> float:
-        params = _sample(trial, space)
+        params = sample(trial, space)
         run = f"{name}-t{trial.number:04d}"
         pruning = _PruneOnEvaluation()
 
@@ -122,12 +123,18 @@ def run_sweep(
             if trial.should_prune():
                 pruning.pruned = True
 
-        evaluation = PeriodicEvaluation(eval_every, episodes, settings, on_result=report)
+        # Pruning evaluations play the bundled game's physics: none for another game.
+        bundled = base_overrides.get("game_bin") is None
+        evaluation = (
+            [PeriodicEvaluation(eval_every, episodes, settings, on_result=report)]
+            if bundled
+            else []
+        )
         overrides = {**base_overrides, **params, "timesteps": timesteps_per_trial, "eval_every": 0}
         console.print(f"[bold]trial {trial.number}[/] ({run}): {json.dumps(params)}")
         tags = {"sweep": {"name": name, "trial": trial.number}}
         request = TrainRequest(root, run, overrides, force=True, git_commit=git_commit, tags=tags)
-        outcome = train(request, console, extra_callbacks=[evaluation, pruning])
+        outcome = train(request, console, extra_callbacks=[*evaluation, pruning])
         state = "pruned" if pruning.pruned else outcome.status
         result = None
         if outcome.status != "failed" and base_overrides.get("game_bin") is None:
@@ -159,9 +166,3 @@ def run_sweep(
     else:
         console.print(f"sweep {name}: all {trials} trials are done")
     return study
-
-
-def _sample(trial: optuna.Trial, space: dict[str, dict[str, Any]]) -> dict[str, Any]:
-    from training.search_space import sample
-
-    return sample(trial, space)
