@@ -96,8 +96,7 @@ def train(
     """Train RUN in the foreground: PPO against the games, checkpoints, final save on Ctrl-C."""
     from cli.run_flow import run_training
 
-    params = {name: value for name, value in locals().items() if name in flags.CONFIG_FLAGS}
-    overrides = flags.collect_overrides(**params)
+    overrides = flags.overrides_from(locals())
     from training.trainer import TrainRequest
 
     request = TrainRequest(
@@ -247,23 +246,27 @@ def curriculum(
     raise typer.Exit(run(project_root(), plan, not no_git))
 
 
-def _train_overrides(
-    ctx: typer.Context, run: str, args: list[str], allow_reset_std: bool = False
-) -> dict[str, Any]:
-    """Parse trailing train flags as `lander train` does and return the settings they give."""
+def _parse_train_args(ctx: typer.Context, run: str, args: list[str]) -> dict[str, Any]:
+    """The parameters ``lander train RUN ARGS`` would get: one parser for every command
+    that forwards train flags, so a typo is refused the same way everywhere."""
     group = typer.main.get_command(app)
     assert isinstance(group, typer.core.TyperGroup)
     try:
-        params = (
+        return (
             group.commands["train"]
             .make_context("train", [_valid_run(run), *args], parent=ctx)
             .params
         )
     except typer.TyperException as exc:  # click's usage errors (typer vendors click)
         fail(getattr(exc, "format_message", exc.__str__)())
-    overrides = flags.collect_overrides(
-        **{k: v for k, v in params.items() if k in flags.CONFIG_FLAGS}
-    )
+
+
+def _train_overrides(
+    ctx: typer.Context, run: str, args: list[str], allow_reset_std: bool = False
+) -> dict[str, Any]:
+    """Parse trailing train flags as `lander train` does and return the settings they give."""
+    params = _parse_train_args(ctx, run, args)
+    overrides = flags.overrides_from(params)
     if allow_reset_std and params.get("reset_std") is not None:
         overrides["reset_std"] = params["reset_std"]
     return overrides
@@ -348,19 +351,11 @@ def _checked_train_args(ctx: typer.Context, run: str, args: list[str]) -> None:
     from cli.run_flow import USER_ERRORS
     from training.trainer import TrainRequest, plan_training
 
-    group = typer.main.get_command(app)
-    assert isinstance(group, typer.core.TyperGroup)
-    train_command = group.commands["train"]
-    try:
-        params = train_command.make_context("train", [run, *args], parent=ctx).params
-    except typer.TyperException as exc:  # click's usage errors (typer vendors click)
-        fail(getattr(exc, "format_message", exc.__str__)())
+    params = _parse_train_args(ctx, run, args)
     request = TrainRequest(
         root=project_root(),
         run=params["run"],
-        overrides=flags.collect_overrides(
-            **{k: v for k, v in params.items() if k in flags.CONFIG_FLAGS}
-        ),
+        overrides=flags.overrides_from(params),
         config_file=params["config"],
         resume=params["resume"],
         force=params["force"],

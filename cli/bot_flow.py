@@ -17,6 +17,7 @@ from training.bots import (
     evaluate_target,
     export_run,
     lander_settings,
+    replay_launch_config,
     run_target,
 )
 from training.checkpoints import CheckpointError
@@ -111,7 +112,6 @@ def play_and_report(
     """``lander play``: fly the bot (in the bundled game, or in ``game_bin`` over the
     protocol), print its episodes, write the picture if asked."""
     from game_bridge.lander_game.play import Flight, play_bot, record_picture
-    from game_bridge.launcher import LaunchConfig, game_command
     from game_bridge.remote_flight import BridgeFlight
     from game_bridge.vec_env import GameVecEnv
 
@@ -129,16 +129,7 @@ def play_and_report(
     env: GameVecEnv | None = None
     try:
         if game_bin is not None:
-            env = GameVecEnv(
-                LaunchConfig(
-                    command=game_command(game_bin),
-                    base_port=port,
-                    seed=seed,
-                    action_repeat=trained.get("action_repeat"),
-                    speedup=trained.get("speedup"),
-                    game_args={**(trained.get("game_args") or {}), "agents": str(agents)},
-                )
-            )
+            env = GameVecEnv(replay_launch_config(trained, game_bin, port, seed, agents))
             flight = BridgeFlight(env)
         trace = play_bot(
             bot,

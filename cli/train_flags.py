@@ -143,6 +143,13 @@ def parse_game_args(pairs: list[str] | None) -> dict[str, str]:
     return result
 
 
+def overrides_from(params: dict[str, Any]) -> dict[str, Any]:
+    """The settings among a parsed train command's parameters (the rest steer the session)."""
+    return collect_overrides(
+        **{name: value for name, value in params.items() if name in CONFIG_FLAGS}
+    )
+
+
 def collect_overrides(**flags: Any) -> dict[str, Any]:
     """The settings a user gave explicitly (None means "not given")."""
     overrides = {

@@ -44,6 +44,25 @@ def lander_settings(trained: dict[str, Any]) -> LanderSettings:
     return LanderSettings.from_game(trained.get("game_args") or {}, trained.get("action_repeat"))
 
 
+def _record_of(paths: RunPaths) -> RunRecord | None:
+    return RunRecord.load(paths.run_json) if paths.run_json.exists() else None
+
+
+def replay_launch_config(
+    trained: dict[str, Any], game_bin: str | Path, port: int, seed: int, agents: int
+) -> LaunchConfig:
+    """One game instance set up as a bot's run trained it (action repeat, speedup,
+    game arguments), with ``agents`` agents: for evaluation and play through the bridge."""
+    return LaunchConfig(
+        command=game_command(game_bin),
+        base_port=port,
+        seed=seed,
+        action_repeat=trained.get("action_repeat"),
+        speedup=trained.get("speedup"),
+        game_args={**(trained.get("game_args") or {}), "agents": str(agents)},
+    )
+
+
 def export_run(
     root: Path, run: str, checkpoint: Path | None = None, console: Console | None = None
 ) -> ExportResult:
@@ -55,7 +74,7 @@ def export_run(
     model_path = (
         checkpoint if checkpoint is not None else find_resume_point(root, run, console).model
     )
-    record = RunRecord.load(paths.run_json) if paths.run_json.exists() else None
+    record = _record_of(paths)
     model, normalizer = load_for_inference(model_path)
     return export_policy(
         model,
@@ -95,7 +114,7 @@ def run_target(root: Path, run: str, console: Console | None = None) -> EvalTarg
         return bot_target(paths.bot_json)
     point = find_resume_point(root, run, console)
     model, normalizer = load_for_inference(point.model)
-    record = RunRecord.load(paths.run_json) if paths.run_json.exists() else None
+    record = _record_of(paths)
     trained = trained_with(record.config) if record else {}
     return EvalTarget(model_policy(model, normalizer), run, int(model.num_timesteps), None, trained)
 
@@ -107,20 +126,9 @@ def evaluate_target(
     chosen = str(game_bin) if game_bin is not None else target.trained.get("game_bin")
     if chosen is None:
         return evaluate_on_lander(target.policy, episodes, seed, lander_settings(target.trained))
-    game_args = {
-        "agents": str(target.trained.get("agents_per_instance") or 1),
-        **(target.trained.get("game_args") or {}),
-    }
-    env = GameVecEnv(
-        LaunchConfig(
-            command=game_command(chosen),
-            base_port=port,
-            seed=seed,
-            action_repeat=target.trained.get("action_repeat"),
-            speedup=target.trained.get("speedup"),
-            game_args=game_args,
-        )
-    )
+    game_args = target.trained.get("game_args") or {}
+    agents = int(game_args.get("agents", target.trained.get("agents_per_instance") or 1))
+    env = GameVecEnv(replay_launch_config(target.trained, chosen, port, seed, agents))
     try:
         return evaluate_through_bridge(target.policy, env, episodes)
     finally:
