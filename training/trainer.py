@@ -20,6 +20,7 @@ from types import FrameType
 from typing import Any
 
 import torch
+from gymnasium import spaces
 from rich.console import Console
 from stable_baselines3 import PPO
 from stable_baselines3.common.callbacks import BaseCallback
@@ -181,6 +182,10 @@ def _build_model(plan: TrainPlan, env: VecEnv, request: TrainRequest) -> PPO:
     image = env.observation_space.shape is not None and len(env.observation_space.shape) == 3
     device = _device(config, image)
     if plan.resume_point is None:
+        width = [config.net_width] * 2
+        policy_kwargs: dict[str, Any] = {"net_arch": {"pi": width, "vf": width}}
+        if isinstance(env.action_space, spaces.Box):  # a Gaussian policy: its initial std
+            policy_kwargs["log_std_init"] = config.log_std_init
         return PPO(
             "MultiInputPolicy"
             if env.observation_space.shape is None
@@ -196,12 +201,7 @@ def _build_model(plan: TrainPlan, env: VecEnv, request: TrainRequest) -> PPO:
             ent_coef=config.ent_coef,
             vf_coef=config.vf_coef,
             max_grad_norm=config.max_grad_norm,
-            policy_kwargs={
-                "net_arch": {"pi": [config.net_width] * 2, "vf": [config.net_width] * 2},
-                "log_std_init": config.log_std_init,
-            }
-            if _continuous(env)
-            else {"net_arch": {"pi": [config.net_width] * 2, "vf": [config.net_width] * 2}},
+            policy_kwargs=policy_kwargs,
             seed=config.seed,
             device=device,
             verbose=0,
@@ -214,10 +214,6 @@ def _build_model(plan: TrainPlan, env: VecEnv, request: TrainRequest) -> PPO:
     if request.reset_std is not None:
         reset_action_std(model, request.reset_std)
     return model
-
-
-def _continuous(env: VecEnv) -> bool:
-    return env.action_space.__class__.__name__ == "Box"
 
 
 class _LogFile:
