@@ -2,16 +2,19 @@
 
 (c) VecEnv steps per second through our GameVecEnv (JSON, and with the opt-in
 binary encoding ``--fast-wire``) and through godot-rl's own StableBaselinesGodotEnv,
-for several instance x agent counts, alternating so all see the same machine; (e) time to start 8 instances (connected and
-described by env_info), ours all at once against godot-rl's one after another.
+for several instance x agent counts, alternating so all see the same machine; (e) time to
+start 8 instances (connected and described by env_info): godot-rl one after another,
+lander all at once, and lander's default for the bundled game (instances forked from a
+server that imported the game once; the server's own start is counted).
 
 godot-rl pins gymnasium 1.0 and SB3 2.4, so it lives in its own virtual
 environment; ``--setup`` makes it (``.venv-godotrl``, git-ignored):
 
     .venv/bin/python benchmarks/godot_rl_comparison.py --setup
-    .venv/bin/python benchmarks/godot_rl_comparison.py [--seconds 3] [--repeats 2]
+    .venv/bin/python benchmarks/godot_rl_comparison.py [--seconds 3] [--repeats 2] [--binary PATH]
 
-The game binary is ``build/lander_game.x86_64`` (``./lander setup`` writes it).
+The game binary is ``build/lander_game.x86_64`` (``./lander setup`` writes it) unless
+``--binary`` names another (``examples/godot_lander/lander.x86_64`` for the Godot game).
 """
 
 from __future__ import annotations
@@ -38,6 +41,7 @@ import contextlib, io, json, sys, time
 import numpy as np
 binary, side, n, k, port, seconds = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5]), float(sys.argv[6])
 fast = side == "ours-fast"
+forked = side == "ours-forked"  # the bundled game as lander starts it by default
 if side == "theirs":
     from godot_rl.wrappers.stable_baselines_wrapper import StableBaselinesGodotEnv
 else:
@@ -48,7 +52,8 @@ with contextlib.redirect_stdout(io.StringIO()):  # godot-rl prints per connectio
     if side == "theirs":
         env = StableBaselinesGodotEnv(env_path=binary, n_parallel=n, port=port, agents=k)
     else:
-        env = GameVecEnv(LaunchConfig(command=[binary], n_instances=n, base_port=port, game_args={"agents": str(k)}, fast_wire=fast))
+        command = {} if forked else {"command": [binary]}
+        env = GameVecEnv(LaunchConfig(**command, n_instances=n, base_port=port, game_args={"agents": str(k)}, fast_wire=fast))
     start = time.perf_counter() - started
     sps = 0.0
     if seconds > 0:
@@ -66,11 +71,11 @@ print(json.dumps({"start": start, "sps": sps}))
 """
 
 
-def measure(side: str, n: int, k: int, seconds: float) -> dict[str, float]:
+def measure(side: str, n: int, k: int, seconds: float, binary: Path = BINARY) -> dict[str, float]:
     """Run one measurement in the right interpreter; return start seconds and steps/s."""
     python = GODOT_RL_VENV / "bin" / "python" if side == "theirs" else Path(sys.executable)
     port = free_base_port(n)
-    args = [str(python), "-c", MEASURE, str(BINARY), side, str(n), str(k), str(port), str(seconds)]
+    args = [str(python), "-c", MEASURE, str(binary), side, str(n), str(k), str(port), str(seconds)]
     output = subprocess.run(args, capture_output=True, text=True, check=True, timeout=600).stdout
     return json.loads(output.strip().splitlines()[-1])  # type: ignore[no-any-return]
 
@@ -82,6 +87,26 @@ def setup() -> None:
     subprocess.run([*pip, "torch==2.13.0", "godot-rl==0.8.2"], check=True)
 
 
+def _report_start(binary: Path, repeats: int) -> None:
+    """(e): median start time of 8 instances x 8 agents per side, alternating sides."""
+    sides = ["theirs", "ours"] + (["ours-forked"] if binary == BINARY.resolve() else [])
+    starts: dict[str, list[float]] = {side: [] for side in sides}
+    for _ in range(repeats + 1):
+        for side in sides:
+            starts[side].append(measure(side, 8, 8, 0, binary)["start"])
+    start = {side: statistics.median(values) for side, values in starts.items()}
+    console.print(
+        f"(e) start 8 instances x 8 agents of {binary.name}: "
+        f"godot-rl {start['theirs']:.2f} s (one after another), "
+        f"lander {start['ours']:.2f} s (all at once): {start['theirs'] / start['ours']:.2f}x"
+    )
+    if "ours-forked" in start:
+        console.print(
+            f"    the bundled game as lander starts it (forked from one server): "
+            f"{start['ours-forked']:.2f} s: {start['theirs'] / start['ours-forked']:.2f}x"
+        )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -89,14 +114,20 @@ def main() -> None:
     parser.add_argument("--setup", action="store_true", help="create .venv-godotrl and exit")
     parser.add_argument("--seconds", type=float, default=3.0, help="stepping time per measurement")
     parser.add_argument("--repeats", type=int, default=2, help="alternating measurements per side")
+    parser.add_argument("--binary", type=Path, default=BINARY, help="the game executable to drive")
+    parser.add_argument("--start-only", action="store_true", help="measure (e) only")
     args = parser.parse_args()
     if args.setup:
         setup()
         return
     if not (GODOT_RL_VENV / "bin" / "python").exists():
         sys.exit("godot-rl is not installed: run this script with --setup first")
-    if not BINARY.exists():
-        sys.exit("build/lander_game.x86_64 is missing: run ./lander setup first")
+    binary = args.binary.resolve()
+    if not binary.exists():
+        sys.exit(f"{binary} is missing (./lander setup writes build/lander_game.x86_64)")
+    if args.start_only:
+        _report_start(binary, args.repeats)
+        return
     table = Table(title="(c) steps/s through the bridge, same game binary")
     for column in (
         "instances x agents",
@@ -110,20 +141,15 @@ def main() -> None:
     for n, k in SETTINGS:
         theirs, ours, fast = [], [], []
         for _ in range(args.repeats):
-            theirs.append(measure("theirs", n, k, args.seconds)["sps"])
-            ours.append(measure("ours", n, k, args.seconds)["sps"])
-            fast.append(measure("ours-fast", n, k, args.seconds)["sps"])
+            theirs.append(measure("theirs", n, k, args.seconds, binary)["sps"])
+            ours.append(measure("ours", n, k, args.seconds, binary)["sps"])
+            fast.append(measure("ours-fast", n, k, args.seconds, binary)["sps"])
         t, o, f = statistics.median(theirs), statistics.median(ours), statistics.median(fast)
         table.add_row(
             f"{n} x {k}", f"{t:,.0f}", f"{o:,.0f}", f"{o / t:.2f}", f"{f:,.0f}", f"{f / t:.2f}"
         )
     console.print(table)
-    theirs_start = statistics.median(measure("theirs", 8, 8, 0)["start"] for _ in range(3))
-    ours_start = statistics.median(measure("ours", 8, 8, 0)["start"] for _ in range(3))
-    console.print(
-        f"(e) start 8 instances x 8 agents: godot-rl {theirs_start:.2f} s (one after another), "
-        f"lander {ours_start:.2f} s (all at once): {theirs_start / ours_start:.2f}x"
-    )
+    _report_start(binary, args.repeats)
 
 
 if __name__ == "__main__":

@@ -25,6 +25,7 @@ from game_bridge.errors import (
     PortInUse,
     ProtocolViolation,
 )
+from game_bridge.forked_games import ForkServerError, GameProcess, fork_server
 
 _POLL_SLICE_S = 0.25
 """How often a waiting read checks whether the game process is still alive."""
@@ -55,7 +56,7 @@ class GameInstance:
         self.host = host
         self.read_timeout = read_timeout
         self.max_frame_bytes = max_frame_bytes
-        self.process: subprocess.Popen[bytes] | None = None
+        self.process: GameProcess | None = None
         self.output_path: Path | None = None
         self._output_file: IO[bytes] | None = None
         self._conn: socket.socket | None = None
@@ -102,6 +103,16 @@ class GameInstance:
             raise LaunchError(
                 self.index, f"cannot start {command[0]!r}: {exc.strerror or exc}"
             ) from None
+
+    def start_forked(self, argv: list[str], output_path: Path) -> None:
+        """Fork the bundled game from this trainer's fork server (see
+        :mod:`game_bridge.forked_games`), its output appended to ``output_path``."""
+        output_path.parent.mkdir(parents=True, exist_ok=True)
+        self.output_path = output_path
+        try:
+            self.process = fork_server().fork(argv, output_path)
+        except ForkServerError as exc:
+            raise LaunchError(self.index, str(exc)) from None
 
     def output_tail(self, limit: int = OUTPUT_TAIL_BYTES) -> str:
         """The last lines the game printed, for error messages."""

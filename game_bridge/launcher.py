@@ -62,6 +62,9 @@ class LaunchConfig:
         (``base_port`` is updated); else fail naming the port.
     :param fast_wire: offer lander's binary step encoding in the handshake (games
         that do not know it keep speaking JSON).
+    :param fork_bundled: when ``command`` is the bundled game, fork its instances
+        from one server that has imported it (milliseconds each) instead of
+        starting a fresh Python per instance (about 0.1 s of CPU each).
     """
 
     command: list[str] = field(default_factory=bundled_game_command)
@@ -78,6 +81,12 @@ class LaunchConfig:
     output_dir: Path | None = None
     auto_port: bool = True
     fast_wire: bool = False
+    fork_bundled: bool = True
+
+    @property
+    def forks_bundled_game(self) -> bool:
+        """True when instances come from the bundled game's fork server."""
+        return self.fork_bundled and self.command == bundled_game_command()
 
     def arguments(self, index: int) -> list[str]:
         """The launch arguments of instance ``index``, as PROTOCOL.md lists them."""
@@ -182,10 +191,11 @@ def launch_instances(
     )
     try:
         for instance in instances:
-            instance.start(
-                [*config.command, *config.arguments(instance.index)],
-                config.output_dir / f"game_{instance.index}.log",
-            )
+            output = config.output_dir / f"game_{instance.index}.log"
+            if config.forks_bundled_game:
+                instance.start_forked(config.arguments(instance.index), output)
+            else:
+                instance.start([*config.command, *config.arguments(instance.index)], output)
         _accept_all(instances, time.monotonic() + config.connect_timeout)
         for instance in instances:
             instance.send(protocol.handshake_message(config.fast_wire))

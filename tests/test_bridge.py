@@ -185,23 +185,29 @@ def test_game_that_ignores_close_is_killed(port_block: Callable[[int], int]) -> 
     assert env.instances[0].exit_code() is not None
 
 
+@pytest.mark.parametrize("forked", [True, False], ids=["forked", "launched"])
 def test_games_exit_by_themselves_when_the_trainer_is_killed(
-    port_block: Callable[[int], int],
+    port_block: Callable[[int], int], forked: bool
 ) -> None:
     script = (
         "import sys, time\n"
+        "from game_bridge import forked_games\n"
         "from game_bridge.launcher import LaunchConfig\n"
         "from game_bridge.vec_env import GameVecEnv\n"
-        f"env = GameVecEnv(LaunchConfig(n_instances=2, base_port={port_block(2)}))\n"
+        f"config = LaunchConfig(n_instances=2, base_port={port_block(2)}, fork_bundled={forked})\n"
+        "env = GameVecEnv(config)\n"
         "env.reset()\n"
-        "print(' '.join(str(i.process.pid) for i in env.instances), flush=True)\n"
+        "pids = [i.process.pid for i in env.instances]\n"
+        "if config.forks_bundled_game:\n"
+        "    pids.append(forked_games.fork_server().pid)\n"
+        "print(' '.join(str(pid) for pid in pids), flush=True)\n"
         "time.sleep(120)\n"
     )
     trainer = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
     try:
         assert trainer.stdout is not None
         pids = [int(pid) for pid in trainer.stdout.readline().split()]
-        assert len(pids) == 2
+        assert len(pids) == (3 if forked else 2)  # with the fork server, which must go too
         trainer.send_signal(signal.SIGKILL)
         trainer.wait(timeout=10)
 

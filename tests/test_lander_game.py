@@ -6,7 +6,7 @@ import gymnasium
 import numpy as np
 from gymnasium.utils.env_checker import check_env
 
-import game_bridge  # noqa: F401  (registers Lander-v0)
+from game_bridge.lander_game import gym_env  # noqa: F401  (registers Lander-v0)
 from game_bridge.lander_game.controllers import random_actions, reference_actions
 from game_bridge.lander_game.physics import LanderPhysics
 

@@ -138,15 +138,21 @@ def test_training_survives_a_crashing_game_and_counts_the_restart(
 
 
 def game_pids(port: int) -> list[int]:
-    """Processes of the bundled game launched on ``port``."""
+    """Processes connected to the trainer's ``port`` (launched or forked alike)."""
+    inodes = set()
+    for line in Path("/proc/net/tcp").read_text().splitlines()[1:]:
+        fields = line.split()
+        remote_port = int(fields[2].split(":")[1], 16)
+        if remote_port == port and fields[3] == "01":  # 01: ESTABLISHED
+            inodes.add(f"socket:[{fields[9]}]")
     found = []
-    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+    for fd_folder in Path("/proc").glob("[0-9]*/fd"):
         try:
-            parts = cmdline.read_bytes().split(b"\0")
+            links = {os.readlink(fd) for fd in fd_folder.iterdir()}
         except OSError:
             continue
-        if b"game_bridge.lander_game" in parts and f"--port={port}".encode() in parts:
-            found.append(int(cmdline.parent.name))
+        if links & inodes:
+            found.append(int(fd_folder.parent.name))
     return found
 
 

@@ -15,6 +15,7 @@ import gymnasium
 from stable_baselines3.common.vec_env import DummyVecEnv, VecEnv, VecMonitor, VecNormalize
 
 from game_bridge import LANDER_ENV_ID
+from game_bridge.lander_game import gym_env  # noqa: F401  (registers Lander-v0)
 from game_bridge.launcher import LaunchConfig, game_command
 from game_bridge.vec_env import GameVecEnv
 from training.config import TrainConfig

@@ -12,6 +12,7 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
+from game_bridge import LANDER_ENV_ID
 from game_bridge.lander_game.physics import ACTION_SIZE, N_DISCRETE_ACTIONS, OBS_SIZE, LanderPhysics
 
 
@@ -58,3 +59,7 @@ class LanderEnv(gym.Env[np.ndarray, Any]):
         if terminated or truncated:
             info["is_success"] = bool(result.success[0])
         return result.obs[0], float(result.reward[0]), terminated, truncated, info
+
+
+if LANDER_ENV_ID not in gym.registry:
+    gym.register(id=LANDER_ENV_ID, entry_point="game_bridge.lander_game.gym_env:LanderEnv")
