@@ -49,11 +49,19 @@ def test_truncated_frame_is_an_error() -> None:
 def test_socket_send_and_receive_over_a_real_connection() -> None:
     left, right = socket.socketpair()
     with left, right:
+        reader = protocol.FrameReader(right)
         protocol.send_message(left, {"type": "env_info"})
-        assert protocol.recv_message(right) == {"type": "env_info"}
+        # Two frames in one write come back as two messages, then one split in two writes.
+        left.sendall(protocol.encode_message({"type": "reset"}) * 2)
+        frame = protocol.encode_message({"type": "close"})
+        left.sendall(frame[:3])
+        assert reader.message() == {"type": "env_info"}
+        assert [reader.message(), reader.message()] == [{"type": "reset"}] * 2
+        left.sendall(frame[3:])
+        assert reader.message() == {"type": "close"}
         left.close()
         with pytest.raises(protocol.FrameError) as caught:
-            protocol.recv_message(right)
+            reader.message()
         assert caught.value.kind == "eof"
 
 

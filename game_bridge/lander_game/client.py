@@ -225,9 +225,10 @@ def serve(game: LanderGame, sock: socket.socket) -> None:
         "action": game.step,
         "call": game.call,
     }
+    reader = protocol.FrameReader(sock)
     while True:
         try:
-            body = protocol.recv_body(sock)
+            body = reader.body()
             if game.fast and protocol.is_binary(body):
                 protocol.send_bytes(sock, game.step_binary(body))
                 continue

@@ -35,8 +35,21 @@ ACTION_SIZE = 2
 N_DISCRETE_ACTIONS = 4
 """Discrete mode: 0 coast, 1 main engine, 2 push left, 3 push right."""
 
-_ARENA_SCALE = np.array([2.0 / WIDTH, 2.0 / HEIGHT])
-"""Maps a position in metres to [-1, 1] across the arena (after subtracting 1)."""
+
+_STATE_COLUMNS = 10
+"""An agent's state row: position (0-1), velocity (2-3), this step's acceleration (4-5),
+a constant 1 (6), its target (7-8) and the ticks left before the target moves (9)."""
+_ACTION_GAIN = np.array([LATERAL_ACCEL, 0.5 * MAIN_ACCEL])
+_ACTION_OFFSET = np.array([0.0, 0.5 * MAIN_ACCEL - GRAVITY])
+_DISCRETE_ACCEL = np.array(
+    [
+        [0.0, -GRAVITY],
+        [0.0, MAIN_ACCEL - GRAVITY],
+        [-LATERAL_ACCEL, -GRAVITY],
+        [LATERAL_ACCEL, -GRAVITY],
+    ]
+)
+"""Acceleration of each discrete action: coast, main engine, push left, push right."""
 
 DIFFICULTY_LEVELS = {
     # difficulty: (target period in seconds, lateral gust acceleration)
@@ -55,6 +68,64 @@ class StepResult:
     terminated: np.ndarray
     truncated: np.ndarray
     success: np.ndarray
+
+
+_CENTRE = np.array([WIDTH / 2, HEIGHT / 2])
+_REACH = _CENTRE - HULL
+"""A position p is inside the arena while every |p - _CENTRE| / _REACH is at most 1."""
+
+
+@dataclass(frozen=True)
+class _StepMatrix:
+    """The closed form of one step as one matrix, for ``ticks`` ticks.
+
+    With r = 1 - DRAG * dt and the thrust a fixed over the step, the tick
+    recurrence ``v_t = r v_{t-1} + a dt``, ``p_t = p_{t-1} + v_t dt`` gives
+    ``v_t = grow[t] v_0 + h[t] a`` and ``p_t = p_0 + p[t] v_0 + q[t] a``: linear in
+    the state row ``[px, py, vx, vy, ax, ay, 1]``. ``state @ matrix`` yields, per agent,
+    the arena-scaled position ``(p_t - _CENTRE) / _REACH`` of every tick (x and y
+    interleaved, 2 x ticks columns) followed by the final position and velocity.
+    """
+
+    matrix: np.ndarray
+    grow: np.ndarray  # r^t, t = 1..ticks
+    shrink: np.ndarray  # r^-t
+    h: np.ndarray  # dt (1 - r^t) / (1 - r)
+    p: np.ndarray  # dt sum_{s<=t} r^s
+    q: np.ndarray  # dt sum_{s<=t} h[s]
+
+    @classmethod
+    def for_ticks(cls, ticks: int, dt: float) -> _StepMatrix:
+        ratio = 1.0 - DRAG * dt
+        exponents = np.arange(1, ticks + 1, dtype=np.float64)
+        grow = ratio**exponents
+        h = dt * (1.0 - grow) / (1.0 - ratio)
+        p, q = dt * np.cumsum(grow), dt * np.cumsum(h)
+        matrix = np.zeros((_STATE_COLUMNS, 2 * ticks + 4))
+        for axis in (0, 1):
+            scaled = slice(axis, 2 * ticks, 2)  # this axis's columns of every tick
+            matrix[axis, scaled] = 1.0 / _REACH[axis]
+            matrix[2 + axis, scaled] = p / _REACH[axis]
+            matrix[4 + axis, scaled] = q / _REACH[axis]
+            matrix[6, scaled] = -_CENTRE[axis] / _REACH[axis]
+            final_pos, final_vel = 2 * ticks + axis, 2 * ticks + 2 + axis
+            matrix[[axis, 2 + axis, 4 + axis], final_pos] = [1.0, p[-1], q[-1]]
+            matrix[[2 + axis, 4 + axis], final_vel] = [grow[-1], h[-1]]
+        return cls(matrix, grow, ratio**-exponents, h, p, q)
+
+
+def _observation_matrix(target_period_ticks: int) -> np.ndarray:
+    """``state @ matrix`` is the observation before clipping (see :meth:`LanderPhysics.observe`)."""
+    matrix = np.zeros((_STATE_COLUMNS, OBS_SIZE))
+    for axis, size in ((0, WIDTH), (1, HEIGHT)):
+        matrix[7 + axis, axis] = 1.0 / POS_SCALE  # (target - pos) / POS_SCALE
+        matrix[axis, axis] = -1.0 / POS_SCALE
+        matrix[2 + axis, 2 + axis] = 1.0 / VEL_SCALE
+        matrix[axis, 4 + axis] = 2.0 / size  # pos scaled to [-1, 1] across the arena
+        matrix[6, 4 + axis] = -1.0
+    matrix[9, 6] = 2.0 / target_period_ticks
+    matrix[6, 6] = -1.0
+    return matrix
 
 
 class LanderPhysics:
@@ -91,11 +162,16 @@ class LanderPhysics:
         self.episode_ticks = round(EPISODE_S * TICKS_PER_SECOND)
         self.dt = 1.0 / TICKS_PER_SECOND
         self.rng = np.random.default_rng(seed)
-        self._power_cache: dict[int, tuple[np.ndarray, np.ndarray]] = {}
-        self.pos = np.zeros((n_agents, 2))
-        self.vel = np.zeros((n_agents, 2))
-        self.target = np.zeros((n_agents, 2))
-        self.target_timer = np.zeros(n_agents, dtype=np.int64)
+        self._step_matrix = _StepMatrix.for_ticks(action_repeat, self.dt)
+        self._observation_matrix = _observation_matrix(self.target_period_ticks)
+        self._state = np.zeros((n_agents, _STATE_COLUMNS))
+        self._state[:, 6] = 1.0
+        # Views: the state is updated in place, so one product steps or observes it all.
+        self.pos = self._state[:, 0:2]
+        self.vel = self._state[:, 2:4]
+        self._accel = self._state[:, 4:6]
+        self.target = self._state[:, 7:9]
+        self.target_timer = self._state[:, 9]
         self.ticks = np.zeros(n_agents, dtype=np.int64)
         self.reset_agents(np.ones(n_agents, dtype=bool))
 
@@ -127,102 +203,104 @@ class LanderPhysics:
         ``[dx, dy, vx, vy, x, y, t]``: offset to the target, velocity, position in
         the arena (centre 0) and the time left before the target moves.
         """
-        # Few, large array operations: this runs every step of every game.
-        obs = np.empty((self.n_agents, OBS_SIZE))
-        np.subtract(self.target, self.pos, out=obs[:, 0:2])
-        obs[:, 0:2] *= 1.0 / POS_SCALE
-        np.multiply(self.vel, 1.0 / VEL_SCALE, out=obs[:, 2:4])
-        np.multiply(self.pos, _ARENA_SCALE, out=obs[:, 4:6])
-        obs[:, 4:6] -= 1.0
-        np.multiply(self.target_timer, 2.0 / self.target_period_ticks, out=obs[:, 6])
-        obs[:, 6] -= 1.0
-        np.minimum(obs, 1.0, out=obs)
+        obs = self._state @ self._observation_matrix
+        np.minimum(obs, 1.0, out=obs)  # not np.clip: its Python wrapper costs more than both
         np.maximum(obs, -1.0, out=obs)
         return obs.astype(np.float32)
 
-    def _accelerations(self, actions: np.ndarray) -> np.ndarray:
-        accel = np.empty((self.n_agents, 2))
+    def _set_accelerations(self, actions: np.ndarray) -> None:
         if self.discrete:
             choice = np.asarray(actions).reshape(self.n_agents).astype(np.int64)
-            accel[:, 0] = np.where(choice == 2, -LATERAL_ACCEL, 0.0) + np.where(
-                choice == 3, LATERAL_ACCEL, 0.0
-            )
-            accel[:, 1] = np.where(choice == 1, MAIN_ACCEL, 0.0)
-        else:
-            act = np.asarray(actions, dtype=np.float64).reshape(self.n_agents, ACTION_SIZE)
-            act = np.maximum(np.minimum(act, 1.0), -1.0)
-            accel[:, 0] = act[:, 1] * LATERAL_ACCEL
-            accel[:, 1] = (act[:, 0] + 1.0) * 0.5 * MAIN_ACCEL
-        accel[:, 1] -= GRAVITY
-        return accel
-
-    def _powers(self, ticks: int) -> tuple[np.ndarray, np.ndarray]:
-        """``r**t`` and ``r**-t`` for t = 1..ticks, with r = 1 - DRAG * dt (cached per length)."""
-        cached = self._power_cache.get(ticks)
-        if cached is None:
-            exponents = np.arange(1, ticks + 1, dtype=np.float64)
-            ratio = 1.0 - DRAG * self.dt
-            cached = (ratio**exponents, ratio**-exponents)
-            self._power_cache[ticks] = cached
-        return cached
+            self._accel[:] = _DISCRETE_ACCEL[choice]
+            return
+        act = np.asarray(actions, dtype=np.float64).reshape(self.n_agents, ACTION_SIZE)
+        act = np.maximum(np.minimum(act, 1.0), -1.0)
+        # [lateral, main] from [main, lateral]: main thrust maps [-1, 1] to [0, MAIN_ACCEL].
+        np.multiply(act[:, ::-1], _ACTION_GAIN, out=self._accel)
+        self._accel += _ACTION_OFFSET
 
     def step(self, actions: np.ndarray) -> StepResult:
         """Apply one action per agent for ``action_repeat`` ticks.
 
         Each tick is a semi-implicit Euler step with linear drag,
         ``v += (thrust - DRAG * v) * dt; p += v * dt``. With the thrust fixed for
-        the whole step the recurrence has a closed form, so every tick of every
-        agent is computed in a few array operations instead of a Python loop over
-        ticks; an agent that leaves the arena stops at the tick it crashed.
+        the whole step the recurrence has a closed form (see :class:`_StepMatrix`),
+        so every tick of every agent comes from one matrix product instead of a
+        Python loop over ticks; an agent that leaves the arena stops at the tick it
+        crashed. At a few agents per game the cost of a step is the number of numpy
+        calls, not their size: hence one product and few calls.
 
         Agents that end (crash or time limit) are not reset here: the caller reads
         their terminal observation first, then calls :meth:`reset_agents`.
         """
-        ticks, k = self.action_repeat, self.n_agents
-        thrust = self._accelerations(actions)
-        grow, shrink = self._powers(ticks)
-        # u[t] = acceleration input of tick t+1 times dt; gusts push sideways per tick.
-        inputs = np.empty((ticks, k, 2))
-        inputs[:] = thrust * self.dt
+        ticks, k, m = self.action_repeat, self.n_agents, self._step_matrix
+        self._set_accelerations(actions)
+        result = self._state @ m.matrix
+        scaled = result[:, : 2 * ticks]
+        gust_velocity = None
         if self.gust:
-            inputs[:, :, 0] += self.rng.uniform(-self.gust, self.gust, (ticks, k)) * self.dt
-        # v_t = r^t (v_0 + sum_{s<=t} r^-s u_s);  p_t = p_0 + dt * sum_{s<=t} v_s
-        velocity = grow[:, None, None] * (
-            self.vel + np.cumsum(shrink[:, None, None] * inputs, axis=0)
-        )
-        position = self.pos + np.cumsum(velocity, axis=0) * self.dt
-        x, y = position[:, :, 0], position[:, :, 1]
-        outside = (x < HULL) | (x > WIDTH - HULL) | (y < HULL) | (y > HEIGHT - HULL)
-        crashed = np.asarray(outside.any(axis=0), dtype=bool)
-        last = np.where(crashed, outside.argmax(axis=0), ticks - 1)
-        agents = np.arange(k)
-        self.pos = position[last, agents]
-        self.vel = velocity[last, agents]
-        lived = last + 1
-        # The target moves when its timer runs out, except on the episode's last
-        # tick, so success is judged on a settled target.
-        move_tick = self.ticks + self.target_timer  # tick count at which the timer hits 0
+            # Gusts push sideways with a new value each tick: their part of the
+            # recurrence is summed tick by tick (v_t = r^t sum_s r^-s g_s dt).
+            gusts = self.rng.uniform(-self.gust, self.gust, (ticks, k)) * self.dt
+            gust_velocity = m.grow[:, None] * np.cumsum(m.shrink[:, None] * gusts, axis=0)
+            gust_position = np.cumsum(gust_velocity, axis=0) * self.dt
+            scaled[:, 0::2] += gust_position.T / _REACH[0]
+            result[:, 2 * ticks] += gust_position[-1]
+            result[:, 2 * ticks + 2] += gust_velocity[-1]
+        # Reductions through the ufuncs: ndarray.max() and .any() add a Python wrapper each.
+        crashed = np.maximum.reduce(np.abs(scaled), axis=1) > 1.0
+        lived: np.ndarray | int = ticks
+        if np.logical_or.reduce(crashed):
+            lived = self._crash_ticks(scaled, crashed, gust_velocity)
+        else:
+            self._state[:, 0:4] = result[:, 2 * ticks :]
         self.ticks += lived
         self.target_timer -= lived
-        while True:
-            moved = (self.target_timer <= 0) & (move_tick < self.episode_ticks)
-            if not moved.any():
-                break
-            self.target[moved] = self._new_targets(int(moved.sum()))
-            self.target_timer[moved] += self.target_period_ticks
-            move_tick = np.where(moved, move_tick + self.target_period_ticks, move_tick)
+        if np.minimum.reduce(self.target_timer) <= 0:
+            self._move_targets()
         offset = self.target - self.pos
         distance = np.hypot(offset[:, 0], offset[:, 1])
         inside = distance < SUCCESS_RADIUS
-        closeness = np.maximum(np.minimum(1.0 - distance / CLOSENESS_RANGE, 1.0), 0.0)
+        closeness = np.maximum(1.0 - distance / CLOSENESS_RANGE, 0.0)  # at most 1: distance >= 0
         # Scaled by game time so the return does not depend on action_repeat.
         scale = ticks / TICKS_PER_SECOND * 10.0
         reward = (closeness + inside) * scale - crashed * CRASH_PENALTY
-        truncated = ~crashed & (self.ticks >= self.episode_ticks)
+        flying = ~crashed
         return StepResult(
             obs=self.observe(),
             reward=reward.astype(np.float32),
             terminated=crashed,
-            truncated=truncated,
-            success=inside & ~crashed,
+            truncated=flying & (self.ticks >= self.episode_ticks),
+            success=inside & flying,
         )
+
+    def _move_targets(self) -> None:
+        """Give a new target to each agent whose timer ran out, except on the
+        episode's last tick, so success is judged on a settled target."""
+        # ticks + timer is constant between moves: the tick count at which the timer hit 0.
+        move_tick = self.ticks + self.target_timer
+        while True:
+            moved = (self.target_timer <= 0) & (move_tick < self.episode_ticks)
+            if not moved.any():
+                return
+            self.target[moved] = self._new_targets(int(moved.sum()))
+            self.target_timer[moved] += self.target_period_ticks
+            move_tick = np.where(moved, move_tick + self.target_period_ticks, move_tick)
+
+    def _crash_ticks(
+        self, scaled: np.ndarray, crashed: np.ndarray, gust_velocity: np.ndarray | None
+    ) -> np.ndarray:
+        """Move crashed agents to where they left the arena, the others to the step's
+        end; return the ticks each agent lived."""
+        ticks, m = self.action_repeat, self._step_matrix
+        outside = (np.abs(scaled[crashed]) > 1.0).reshape(-1, ticks, 2).any(axis=2)
+        last = np.full(self.n_agents, ticks - 1)
+        last[crashed] = outside.argmax(axis=1)
+        agents = np.arange(self.n_agents)
+        position = scaled.reshape(self.n_agents, ticks, 2)[agents, last] * _REACH + _CENTRE
+        velocity = m.grow[last, None] * self.vel + m.h[last, None] * self._accel
+        if gust_velocity is not None:
+            velocity[:, 0] += gust_velocity[last, agents]
+        self.pos[:] = position
+        self.vel[:] = velocity
+        return last + 1
