@@ -2,7 +2,10 @@
 
 (c) VecEnv steps per second through our GameVecEnv (JSON, and with the opt-in
 binary encoding ``--fast-wire``) and through godot-rl's own StableBaselinesGodotEnv,
-for several instance x agent counts, alternating so all see the same machine; (e) time to
+for several instance x agent counts, alternating so all see the same machine. Both
+launch the binary; for the bundled game, lander's default start is measured too: its
+instances forked from one server (shared memory pages keep the two cores' caches warm
+across games, so each step costs the games less). (e) time to
 start 8 instances (connected and described by env_info): godot-rl one after another,
 lander all at once, and lander's default for the bundled game (instances forked from a
 server that imported the game once; the server's own start is counted).
@@ -34,14 +37,23 @@ ROOT = Path(__file__).resolve().parent.parent
 GODOT_RL_VENV = ROOT / ".venv-godotrl"
 BINARY = ROOT / "build" / "lander_game.x86_64"
 SETTINGS = [(1, 64), (2, 32), (4, 16), (8, 8), (4, 4)]
+LAUNCHED = {
+    "theirs": "godot-rl 0.8.2",
+    "ours": "lander",
+    "ours-fast": "lander --fast-wire",
+}
+FORKED = {  # the bundled game's instances forked from one server, as lander starts them
+    "ours-forked": "lander, forked",
+    "ours-forked-fast": "lander --fast-wire, forked",
+}
 console = Console()
 
 MEASURE = r"""
 import contextlib, io, json, sys, time
 import numpy as np
 binary, side, n, k, port, seconds = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5]), float(sys.argv[6])
-fast = side == "ours-fast"
-forked = side == "ours-forked"  # the bundled game as lander starts it by default
+fast = side.endswith("-fast")
+forked = "-forked" in side  # the bundled game as lander starts it by default
 if side == "theirs":
     from godot_rl.wrappers.stable_baselines_wrapper import StableBaselinesGodotEnv
 else:
@@ -128,26 +140,25 @@ def main() -> None:
     if args.start_only:
         _report_start(binary, args.repeats)
         return
-    table = Table(title="(c) steps/s through the bridge, same game binary")
-    for column in (
-        "instances x agents",
-        "godot-rl 0.8.2",
-        "lander",
-        "lander / godot-rl",
-        "lander --fast-wire",
-        "fast / godot-rl",
-    ):
-        table.add_column(column, justify="right")
+    sides = dict(LAUNCHED)
+    if binary == BINARY.resolve():  # the bundled game: also as lander starts it by default
+        sides.update(FORKED)
+    table = Table(title=f"(c) steps/s through the bridge: {binary.name}, and ratio to godot-rl")
+    table.add_column("instances x agents", justify="right")
+    for title in sides.values():
+        table.add_column(title, justify="right")
     for n, k in SETTINGS:
-        theirs, ours, fast = [], [], []
+        rates: dict[str, list[float]] = {side: [] for side in sides}
         for _ in range(args.repeats):
-            theirs.append(measure("theirs", n, k, args.seconds, binary)["sps"])
-            ours.append(measure("ours", n, k, args.seconds, binary)["sps"])
-            fast.append(measure("ours-fast", n, k, args.seconds, binary)["sps"])
-        t, o, f = statistics.median(theirs), statistics.median(ours), statistics.median(fast)
-        table.add_row(
-            f"{n} x {k}", f"{t:,.0f}", f"{o:,.0f}", f"{o / t:.2f}", f"{f:,.0f}", f"{f / t:.2f}"
-        )
+            for side in sides:
+                rates[side].append(measure(side, n, k, args.seconds, binary)["sps"])
+        median = {side: statistics.median(values) for side, values in rates.items()}
+        cells = [f"{median['theirs']:,.0f}"] + [
+            f"{median[side]:,.0f} ({median[side] / median['theirs']:.2f})"
+            for side in sides
+            if side != "theirs"
+        ]
+        table.add_row(f"{n} x {k}", *cells)
     console.print(table)
     _report_start(binary, args.repeats)
 
