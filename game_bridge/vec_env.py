@@ -93,8 +93,8 @@ class GameVecEnv(VecEnv):
 
     def _to_vec_obs(self, parts: list[dict[str, np.ndarray]]) -> VecEnvObs:
         if self._single_key is not None:
-            if len(parts) == 1:
-                return parts[0][self._single_key]
+            if len(parts) == 1:  # a copy: the part may be a read-only view of a reply
+                return np.array(parts[0][self._single_key])
             return np.concatenate([part[self._single_key] for part in parts])
         return {key: np.concatenate([part[key] for part in parts]) for key in parts[0]}
 
@@ -190,14 +190,14 @@ class GameVecEnv(VecEnv):
             raise ProtocolViolation(instance.index, str(exc)) from None
         dones = (flags & protocol.DONE).astype(bool)
         infos: list[dict[str, Any]] = [{} for _ in range(self.agents_per_instance)]
-        for row, agent in enumerate(np.flatnonzero(dones).tolist()):
+        for row, agent in enumerate(dones.nonzero()[0].tolist()):
             infos[agent] = {
                 "TimeLimit.truncated": bool(flags[agent] & protocol.TRUNCATED),
                 "is_success": bool(flags[agent] & protocol.SUCCESS),
                 "terminal_observation": terminal[row].copy(),
             }
-        key = self.env_info.observations[0].key
-        return {key: obs.copy()}, reward.copy(), dones, infos
+        # obs and reward are read-only views of the reply: step_wait copies them into the batch.
+        return {self.env_info.observations[0].key: obs}, reward, dones, infos
 
     def step_wait(self) -> VecEnvStepReturn:
         """Gather every instance's ``step`` reply into one batch, restarting faulty games."""
@@ -235,7 +235,7 @@ class GameVecEnv(VecEnv):
             info: dict[str, Any] = {"TimeLimit.truncated": True, "game_restarted": str(fault)}
             if previous is not None:
                 info["terminal_observation"] = self._one_obs(
-                    {key: value[agent] for key, value in previous.items()}
+                    {key: value[agent].copy() for key, value in previous.items()}
                 )
             infos.append(info)
         return infos
