@@ -3,8 +3,10 @@
 For each N instances x K agents it measures, in the same run, (a) the bundled
 game's physics stepped in-process for N*K agents batched (with the same auto-reset
 and observation work the game does) and (b) GameVecEnv over N real game processes
-on loopback TCP, and prints b / a. It also times the start of 4 instances x 8
-agents against one instance: they start together, so far below 4x.
+on loopback TCP, started as lander starts the bundled game (forked from one
+server), with the Godot-compatible JSON and with ``--fast-wire``, and prints b / a.
+It also times the start of 4 instances x 8 agents against one instance (the fork
+server already running, as it is after a run's first start).
 
     .venv/bin/python benchmarks/bridge_throughput.py [--seconds 3]
 """
@@ -67,16 +69,26 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=3.0, help="measuring time per setting")
     args = parser.parse_args()
     table = Table(title="bridge throughput (env steps/s)")
-    for column in ("instances x agents", "in-process (a)", "bridge (b)", "b / a"):
+    for column in (
+        "instances x agents",
+        "in-process (a)",
+        "bridge (b)",
+        "b / a",
+        "bridge --fast-wire",
+        "fast / a",
+    ):
         table.add_column(column, justify="right")
     for n_instances, agents in SETTINGS:
         limit = in_process_sps(n_instances * agents, args.seconds)
         bridged = bridge_steps_per_second(n_instances, agents, args.seconds)
+        fast = bridge_steps_per_second(n_instances, agents, args.seconds, fast_wire=True)
         table.add_row(
             f"{n_instances} x {agents}",
             f"{limit:,.0f}",
             f"{bridged:,.0f}",
             f"{bridged / limit:.2f}",
+            f"{fast:,.0f}",
+            f"{fast / limit:.2f}",
         )
     console.print(table)
     one = start_seconds(1, 8)

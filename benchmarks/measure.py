@@ -31,6 +31,7 @@ def bridge_steps_per_second(
     seconds: float,
     command: list[str] | None = None,
     speedup: float | None = None,
+    fast_wire: bool = False,
 ) -> float:
     """Env steps per second of GameVecEnv over real game processes (random actions)."""
     env = GameVecEnv(
@@ -40,6 +41,7 @@ def bridge_steps_per_second(
             base_port=free_base_port(n_instances),
             speedup=speedup,
             game_args={"agents": str(agents)},
+            fast_wire=fast_wire,
         )
     )
     try:
