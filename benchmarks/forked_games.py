@@ -15,8 +15,7 @@ import os
 import statistics
 import time
 
-import numpy as np
-from measure import free_base_port
+from measure import free_base_port, timed_steps, warmed_up
 from rich.console import Console
 from rich.table import Table
 
@@ -46,18 +45,11 @@ def measure(forked: bool, n: int, k: int, seconds: float, fast_wire: bool) -> di
         )
     )
     try:
-        env.reset()
-        actions = np.random.default_rng(0).uniform(-1, 1, (256, env.num_envs, 2)).astype(np.float32)
-        for i in range(50):  # warm-up
-            env.step(actions[i])
+        actions = warmed_up(env)
         pids = [instance.process.pid for instance in env.instances if instance.process]
         games_before = sum(_cpu_seconds(pid) for pid in pids)
-        trainer_before, started = time.process_time(), time.perf_counter()
-        steps = 0
-        while time.perf_counter() - started < seconds:
-            env.step(actions[steps % 256])
-            steps += 1
-        wall = time.perf_counter() - started
+        trainer_before = time.process_time()
+        steps, wall = timed_steps(env, actions, seconds)
         trainer = time.process_time() - trainer_before
         games = sum(_cpu_seconds(pid) for pid in pids) - games_before
     finally:

@@ -45,15 +45,26 @@ def bridge_steps_per_second(
         )
     )
     try:
-        env.reset()
-        actions = np.random.default_rng(0).uniform(-1, 1, (256, env.num_envs, 2)).astype(np.float32)
-        for i in range(20):  # warm-up
-            env.step(actions[i])
-        steps = 0
-        started = time.perf_counter()
-        while time.perf_counter() - started < seconds:
-            env.step(actions[steps % 256])
-            steps += 1
-        return steps * env.num_envs / (time.perf_counter() - started)
+        steps, wall = timed_steps(env, warmed_up(env), seconds)
+        return steps * env.num_envs / wall
     finally:
         env.close()
+
+
+def warmed_up(env: GameVecEnv) -> np.ndarray:
+    """Reset ``env`` and take 20 random steps; return the random action batches to step with."""
+    env.reset()
+    actions = np.random.default_rng(0).uniform(-1, 1, (256, env.num_envs, 2)).astype(np.float32)
+    for i in range(20):
+        env.step(actions[i])
+    return actions
+
+
+def timed_steps(env: GameVecEnv, actions: np.ndarray, seconds: float) -> tuple[int, float]:
+    """Step ``env`` with ``actions`` in turn for ``seconds``: (VecEnv steps, wall seconds)."""
+    steps = 0
+    started = time.perf_counter()
+    while time.perf_counter() - started < seconds:
+        env.step(actions[steps % len(actions)])
+        steps += 1
+    return steps, time.perf_counter() - started
