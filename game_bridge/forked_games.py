@@ -82,6 +82,7 @@ class ForkServer:
         self._selector = selectors.DefaultSelector()
         self._selector.register(self._replies, selectors.EVENT_READ)
         self._pending = b""
+        self._ended = False  # the server's output reached its end: it quit
         self._answers: list[dict[str, Any]] = []
         self.exit_codes: dict[int, int] = {}
         self._lock = threading.Lock()
@@ -105,6 +106,7 @@ class ForkServer:
         except BlockingIOError:
             return True
         if not chunk:
+            self._ended = True
             return False
         self._pending += chunk
         while b"\n" in self._pending:
@@ -118,6 +120,9 @@ class ForkServer:
 
     def collect(self, timeout: float = 0.0) -> None:
         """Take in the exit notices written so far, waiting up to ``timeout`` for the first."""
+        if self._ended:  # no more notices will come: a waiting caller polls the pid instead
+            time.sleep(timeout)
+            return
         with self._lock:
             if self._read(timeout):
                 while self._selector.select(0) and self._read(0):
@@ -131,7 +136,7 @@ class ForkServer:
         with self._lock:
             try:
                 self._requests.write(
-                    json.dumps({"argv": argv, "output": str(output)}).encode() + b"\n"
+                    json.dumps({"argv": argv, "output": str(output.absolute())}).encode() + b"\n"
                 )
                 self._requests.flush()
             except OSError as exc:

@@ -92,19 +92,30 @@ def _tick_by_tick(
     return pos, vel, crashed, lived
 
 
-@pytest.mark.parametrize("difficulty", [1, 2], ids=["calm", "gusts"])
-def test_closed_form_step_matches_tick_by_tick_integration(difficulty: int) -> None:
-    physics = LanderPhysics(64, 5, action_repeat=8, difficulty=difficulty)
+# The continuous action that each discrete one equals: coast, main engine, left, right.
+_DISCRETE_AS_CONTINUOUS = np.array([[-1.0, 0.0], [1.0, 0.0], [-1.0, -1.0], [-1.0, 1.0]])
+
+
+@pytest.mark.parametrize(
+    ("difficulty", "discrete"),
+    [(1, False), (2, False), (1, True)],
+    ids=["calm", "gusts", "discrete"],
+)
+def test_closed_form_step_matches_tick_by_tick_integration(difficulty: int, discrete: bool) -> None:
+    physics = LanderPhysics(64, 5, action_repeat=8, discrete=discrete, difficulty=difficulty)
     rng = np.random.default_rng(1)
     crashes = 0
     for _ in range(300):
         # Full thrust one way or the other half the time, so agents do crash.
         actions = rng.uniform(-1.0, 1.0, (64, 2)) * rng.choice([1.0, 3.0], (64, 1))
+        if discrete:
+            choices = rng.integers(0, 4, 64)
+            actions = _DISCRETE_AS_CONTINUOUS[choices]
         gust_rng = copy.deepcopy(physics.rng)  # the step draws its gusts first
         gusts = gust_rng.uniform(-physics.gust, physics.gust, (8, 64)) if physics.gust else None
         expected = _tick_by_tick(physics, actions, np.zeros((8, 64)) if gusts is None else gusts)
         ticks_before = physics.ticks.copy()
-        result = physics.step(actions)
+        result = physics.step(choices if discrete else actions)
         assert np.allclose(physics.pos, expected[0], atol=1e-9)
         assert np.allclose(physics.vel, expected[1], atol=1e-9)
         assert np.array_equal(result.terminated, expected[2])

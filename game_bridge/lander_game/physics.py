@@ -82,7 +82,8 @@ class _StepMatrix:
     With r = 1 - DRAG * dt and the thrust a fixed over the step, the tick
     recurrence ``v_t = r v_{t-1} + a dt``, ``p_t = p_{t-1} + v_t dt`` gives
     ``v_t = grow[t] v_0 + h[t] a`` and ``p_t = p_0 + p[t] v_0 + q[t] a``: linear in
-    the state row ``[px, py, vx, vy, ax, ay, 1]``. ``state @ matrix`` yields, per agent,
+    the state row's ``[px, py, vx, vy, ax, ay, 1]`` (its target and timer columns
+    have zero rows here). ``state @ matrix`` yields, per agent,
     the arena-scaled position ``(p_t - _CENTRE) / _REACH`` of every tick (x and y
     interleaved, 2 x ticks columns) followed by the final position and velocity.
     """
@@ -211,7 +212,8 @@ class LanderPhysics:
     def _set_accelerations(self, actions: np.ndarray) -> None:
         if self.discrete:
             choice = np.asarray(actions).reshape(self.n_agents).astype(np.int64)
-            self._accel[:] = _DISCRETE_ACCEL[choice]
+            unknown = (choice < 0) | (choice >= N_DISCRETE_ACTIONS)  # coast, as the game always did
+            self._accel[:] = _DISCRETE_ACCEL[np.where(unknown, 0, choice)]
             return
         act = np.asarray(actions, dtype=np.float64).reshape(self.n_agents, ACTION_SIZE)
         act = np.maximum(np.minimum(act, 1.0), -1.0)
