@@ -183,11 +183,17 @@ def is_binary(body: bytes | bytearray) -> bool:
     return body[:1] == _BINARY
 
 
-def encode_binary_actions(actions: np.ndarray, discrete: bool) -> bytes:
-    """A binary ``action`` frame: float32 (K, width) or int32 (K,) for one discrete key."""
-    array = np.ascontiguousarray(actions, dtype="<i4" if discrete else "<f4")
-    body = _BINARY + _ACTION_KIND + array.tobytes()
-    return _HEADER.pack(len(body)) + body
+def encode_binary_actions(actions: np.ndarray, discrete: bool, parts: int = 1) -> list[bytes]:
+    """Binary ``action`` frames: float32 (K, width) or int32 (K,) for one discrete key.
+
+    :param actions: the actions of ``parts`` instances, instance-major.
+    :param parts: how many equal frames to cut the batch into (one per instance);
+        the batch is converted once, not once per instance.
+    """
+    raw = np.ascontiguousarray(actions, dtype="<i4" if discrete else "<f4").tobytes()
+    size = len(raw) // parts
+    prefix = _HEADER.pack(size + 2) + _BINARY + _ACTION_KIND
+    return [prefix + raw[i * size : (i + 1) * size] for i in range(parts)]
 
 
 def decode_binary_actions(body: bytes, n_agents: int, width: int, discrete: bool) -> np.ndarray:

@@ -120,10 +120,15 @@ class GameVecEnv(VecEnv):
     def step_async(self, actions: np.ndarray) -> None:
         """Send every instance its agents' actions; replies are read in :meth:`step_wait`."""
         k = self.agents_per_instance
+        binary_frames = (
+            protocol.encode_binary_actions(actions, self._discrete, len(self.instances))
+            if self.binary
+            else []
+        )
         for instance in self.instances:
             start = instance.index * k
             if self.binary:
-                frame = protocol.encode_binary_actions(actions[start : start + k], self._discrete)
+                frame = binary_frames[instance.index]
             else:
                 payload = {
                     "type": "action",

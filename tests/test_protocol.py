@@ -87,7 +87,17 @@ def test_binary_step_round_trip_and_refusal_of_a_wrong_size() -> None:
     with pytest.raises(protocol.FrameError, match="expected 4"):
         protocol.decode_binary_step(body, 4, 7)
     actions = np.array([[0.5, -1.0], [0.25, 1.0]], dtype=np.float32)
-    sent = protocol.encode_binary_actions(actions, discrete=False)[4:]
+    (frame,) = protocol.encode_binary_actions(actions, discrete=False)
+    sent = frame[4:]
     assert np.array_equal(protocol.decode_binary_actions(sent, 2, 2, discrete=False), actions)
     with pytest.raises(protocol.FrameError):
         protocol.decode_binary_actions(sent, 3, 2, discrete=False)
+    # A batch cut into one frame per instance: each frame holds its own rows.
+    frames = protocol.encode_binary_actions(actions, discrete=False, parts=2)
+    for row, part in zip(actions, frames, strict=True):
+        assert np.array_equal(protocol.decode_binary_actions(part[4:], 1, 2, False), row[None])
+    choices = protocol.encode_binary_actions(np.array([3, 1, 0, 2]), discrete=True, parts=2)
+    assert [protocol.decode_binary_actions(f[4:], 2, 1, True).tolist() for f in choices] == [
+        [3, 1],
+        [0, 2],
+    ]
