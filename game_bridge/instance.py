@@ -29,7 +29,6 @@ from game_bridge.forked_games import ForkServerError, GameProcess, fork_server
 
 _POLL_SLICE_S = 0.25
 """How often a waiting read checks whether the game process is still alive."""
-_RECV_CHUNK = 1 << 16
 OUTPUT_TAIL_BYTES = 2000
 
 
@@ -60,7 +59,8 @@ class GameInstance:
         self.output_path: Path | None = None
         self._output_file: IO[bytes] | None = None
         self._conn: socket.socket | None = None
-        self._buffer = bytearray()
+        self._reader = protocol.FrameReader(self._recv, max_frame_bytes)
+        self._deadline = 0.0  # of the reply being read
         self.faulted = False
         self.listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         # SO_REUSEADDR lets a restarted trainer reuse a port in TIME_WAIT; it does
@@ -193,26 +193,23 @@ class GameInstance:
         """Frame and write one message."""
         self.send_bytes(protocol.encode_message(message))
 
-    def _fill(self, size: int, deadline: float) -> None:
-        """Read until the buffer holds at least ``size`` bytes or the deadline passes."""
+    def _recv(self, size: int) -> bytes:
+        """One read for the frame reader: waits in slices until data, the end of the
+        stream (b""), a dead process or the reply's deadline."""
         assert self._conn is not None
-        while len(self._buffer) < size:
+        while True:
             try:
-                chunk = self._conn.recv(max(_RECV_CHUNK, size - len(self._buffer)))
+                return self._conn.recv(size)
             except (BlockingIOError, TimeoutError):
                 if self.exit_code() is not None:
                     raise self._died("the game exited") from None
-                if time.monotonic() > deadline:
+                if time.monotonic() > self._deadline:
                     raise InstanceTimeout(
                         self.index,
                         f"no reply within {self.read_timeout:g} s (the game hangs or is too slow)",
                     ) from None
-                continue
             except OSError as exc:
                 raise self._died(f"the connection broke ({exc.strerror or exc})") from None
-            if not chunk:
-                raise self._died("the game closed the connection")
-            self._buffer += chunk
 
     def receive(self, expected_type: str | None = None) -> dict[str, Any]:
         """Read one JSON message; see :meth:`_receive`. A fault marks the instance as
@@ -234,16 +231,13 @@ class GameInstance:
     def _receive_body(self) -> bytes:
         if self._conn is None:
             raise InstanceDied(self.index, "not connected")
-        deadline = time.monotonic() + self.read_timeout
-        self._fill(4, deadline)
+        self._deadline = time.monotonic() + self.read_timeout
         try:
-            length = protocol.frame_length(bytes(self._buffer[:4]), self.max_frame_bytes)
+            return self._reader.body()
         except protocol.FrameError as exc:
+            if exc.kind == "eof":
+                raise self._died("the game closed the connection") from None
             raise FrameTooLarge(self.index, str(exc)) from None
-        self._fill(4 + length, deadline)
-        body = bytes(self._buffer[4 : 4 + length])
-        del self._buffer[: 4 + length]
-        return body
 
     def _receive(self, expected_type: str | None = None) -> dict[str, Any]:
         """Read one message, checking its type when ``expected_type`` is given.

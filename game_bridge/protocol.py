@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 import socket
 import struct
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -113,24 +114,27 @@ def decode_frames(data: bytes, max_bytes: int = DEFAULT_MAX_FRAME_BYTES) -> list
 
 
 class FrameReader:
-    """Reads frames from a blocking socket (the game side's reader).
+    """Reads frames from a byte stream: the game's socket, or the trainer's view of one game.
 
-    It reads whatever has arrived into a buffer, so a message costs one ``recv``
-    in the common case instead of one for the length and one for the body: a
-    system call saved per step of every game.
+    It reads whatever has arrived into a buffer, so a message costs one read in the
+    common case instead of one for the length and one for the body: a system call
+    saved per step of every game.
 
-    :param sock: a connected blocking socket.
+    :param recv: reads up to the given number of bytes, b"" at the end of the stream
+        (``socket.recv`` of a blocking socket, or a reader with its own deadlines).
     :param max_bytes: the largest frame accepted.
     """
 
-    def __init__(self, sock: socket.socket, max_bytes: int = DEFAULT_MAX_FRAME_BYTES) -> None:
-        self._sock = sock
+    def __init__(
+        self, recv: Callable[[int], bytes], max_bytes: int = DEFAULT_MAX_FRAME_BYTES
+    ) -> None:
+        self._recv = recv
         self._max_bytes = max_bytes
         self._buffer = bytearray()
 
     def _fill(self, size: int) -> None:
         while len(self._buffer) < size:
-            chunk = self._sock.recv(max(_RECV_CHUNK, size - len(self._buffer)))
+            chunk = self._recv(max(_RECV_CHUNK, size - len(self._buffer)))
             if not chunk:
                 raise FrameError(
                     "eof", f"connection closed with {len(self._buffer)} of {size} bytes read"
@@ -140,7 +144,8 @@ class FrameReader:
     def body(self) -> bytes:
         """The next frame's body (JSON or binary).
 
-        :raises FrameError: kind ``"eof"`` when the peer closes first, or an oversize frame.
+        :raises FrameError: kind ``"eof"`` when the stream ends first, ``"too_large"``
+            for a length beyond ``max_bytes``.
         """
         self._fill(_HEADER.size)
         length = frame_length(bytes(self._buffer[: _HEADER.size]), self._max_bytes)

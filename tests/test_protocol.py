@@ -49,7 +49,7 @@ def test_truncated_frame_is_an_error() -> None:
 def test_socket_send_and_receive_over_a_real_connection() -> None:
     left, right = socket.socketpair()
     with left, right:
-        reader = protocol.FrameReader(right)
+        reader = protocol.FrameReader(right.recv)
         protocol.send_message(left, {"type": "env_info"})
         # Two frames in one write come back as two messages, then one split in two writes.
         left.sendall(protocol.encode_message({"type": "reset"}) * 2)

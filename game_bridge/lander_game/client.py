@@ -225,7 +225,7 @@ def serve(game: LanderGame, sock: socket.socket) -> None:
         "action": game.step,
         "call": game.call,
     }
-    reader = protocol.FrameReader(sock)
+    reader = protocol.FrameReader(sock.recv)
     while True:
         try:
             body = reader.body()
