@@ -126,10 +126,10 @@ class GameVecEnv(VecEnv):
             else []
         )
         for instance in self.instances:
-            start = instance.index * k
             if self.binary:
                 frame = binary_frames[instance.index]
             else:
+                start = instance.index * k
                 payload = {
                     "type": "action",
                     "action": self.action_codec.encode(actions[start : start + k]),

@@ -89,11 +89,9 @@ class _StepMatrix:
     """
 
     matrix: np.ndarray
-    grow: np.ndarray  # r^t, t = 1..ticks
-    shrink: np.ndarray  # r^-t
-    h: np.ndarray  # dt (1 - r^t) / (1 - r)
-    p: np.ndarray  # dt sum_{s<=t} r^s
-    q: np.ndarray  # dt sum_{s<=t} h[s]
+    grow: np.ndarray  # r^t, t = 1..ticks (velocity at a crash tick, gusts)
+    shrink: np.ndarray  # r^-t (gusts)
+    h: np.ndarray  # dt (1 - r^t) / (1 - r) (velocity at a crash tick)
 
     @classmethod
     def for_ticks(cls, ticks: int, dt: float) -> _StepMatrix:
@@ -101,7 +99,7 @@ class _StepMatrix:
         exponents = np.arange(1, ticks + 1, dtype=np.float64)
         grow = ratio**exponents
         h = dt * (1.0 - grow) / (1.0 - ratio)
-        p, q = dt * np.cumsum(grow), dt * np.cumsum(h)
+        p, q = dt * np.cumsum(grow), dt * np.cumsum(h)  # dt sum_{s<=t} r^s, dt sum_{s<=t} h[s]
         matrix = np.zeros((_STATE_COLUMNS, 2 * ticks + 4))
         for axis in (0, 1):
             scaled = slice(axis, 2 * ticks, 2)  # this axis's columns of every tick
@@ -112,7 +110,7 @@ class _StepMatrix:
             final_pos, final_vel = 2 * ticks + axis, 2 * ticks + 2 + axis
             matrix[[axis, 2 + axis, 4 + axis], final_pos] = [1.0, p[-1], q[-1]]
             matrix[[2 + axis, 4 + axis], final_vel] = [grow[-1], h[-1]]
-        return cls(matrix, grow, ratio**-exponents, h, p, q)
+        return cls(matrix, grow, ratio**-exponents, h)
 
 
 def _observation_matrix(target_period_ticks: int) -> np.ndarray:
@@ -250,10 +248,11 @@ class LanderPhysics:
             result[:, 2 * ticks] += gust_position[-1]
             result[:, 2 * ticks + 2] += gust_velocity[-1]
         # Reductions through the ufuncs: ndarray.max() and .any() add a Python wrapper each.
-        crashed = np.maximum.reduce(np.abs(scaled), axis=1) > 1.0
+        reach = np.abs(scaled)  # above 1: outside the arena
+        crashed = np.maximum.reduce(reach, axis=1) > 1.0
         lived: np.ndarray | int = ticks
         if np.logical_or.reduce(crashed):
-            lived = self._crash_ticks(scaled, crashed, gust_velocity)
+            lived = self._crash_ticks(scaled, reach, crashed, gust_velocity)
         else:
             self._state[:, 0:4] = result[:, 2 * ticks :]
         self.ticks += lived
@@ -290,12 +289,16 @@ class LanderPhysics:
             move_tick = np.where(moved, move_tick + self.target_period_ticks, move_tick)
 
     def _crash_ticks(
-        self, scaled: np.ndarray, crashed: np.ndarray, gust_velocity: np.ndarray | None
+        self,
+        scaled: np.ndarray,
+        reach: np.ndarray,
+        crashed: np.ndarray,
+        gust_velocity: np.ndarray | None,
     ) -> np.ndarray:
         """Move crashed agents to where they left the arena, the others to the step's
         end; return the ticks each agent lived."""
         ticks, m = self.action_repeat, self._step_matrix
-        outside = (np.abs(scaled[crashed]) > 1.0).reshape(-1, ticks, 2).any(axis=2)
+        outside = (reach[crashed] > 1.0).reshape(-1, ticks, 2).any(axis=2)
         last = np.full(self.n_agents, ticks - 1)
         last[crashed] = outside.argmax(axis=1)
         agents = np.arange(self.n_agents)
