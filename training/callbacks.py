@@ -9,6 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
+import torch
 from rich.console import Console
 from rich.progress import (
     BarColumn,
@@ -204,3 +205,34 @@ class GameHealth(BaseCallback):
     def _on_rollout_end(self) -> None:
         if self.game_env is not None:
             self.logger.record("games/restarts", len(self.game_env.restarts))
+
+
+class UpdateThreads(BaseCallback):
+    """Torch threads by phase: few while the games step, every core for the update.
+
+    While a rollout is collected the games need the cores and the policy's forward
+    pass is tiny; during the update the games wait, so torch may take every core.
+
+    :param collect: torch threads while collecting a rollout.
+    :param update: torch threads during the PPO update.
+    """
+
+    def __init__(self, collect: int, update: int) -> None:
+        super().__init__()
+        self.collect = collect
+        self.update = update
+
+    def _on_training_start(self) -> None:
+        torch.set_num_threads(self.collect)
+
+    def _on_rollout_start(self) -> None:
+        torch.set_num_threads(self.collect)
+
+    def _on_rollout_end(self) -> None:
+        torch.set_num_threads(self.update)
+
+    def _on_training_end(self) -> None:
+        torch.set_num_threads(self.collect)
+
+    def _on_step(self) -> bool:
+        return True

@@ -44,9 +44,12 @@ class TrainConfig:
     )
     # -- PPO -----------------------------------------------------------------------
     timesteps: int = 600_000  # steps to train in this session (a resume adds this many)
-    learning_rate: float = 3e-4  # Adam step size
-    n_steps: int = 256  # steps per env per rollout (rollout = n_steps x num_envs)
-    batch_size: int = 1024  # minibatch size for the PPO update
+    # Rollout, minibatch and step size were chosen by time to a good bot, not fps
+    # (benchmarks/time_to_skill.py; docs/performance.md): short rollouts and a large
+    # step make many updates per sample, which reaches skill in far less wall time.
+    learning_rate: float = 2e-3  # Adam step size
+    n_steps: int = 64  # steps per env per rollout (rollout = n_steps x num_envs)
+    batch_size: int = 512  # minibatch size for the PPO update
     n_epochs: int = 10  # passes over each rollout
     gamma: float = 0.99  # discount
     gae_lambda: float = 0.95  # GAE smoothing
@@ -60,7 +63,8 @@ class TrainConfig:
         False  # running mean/std normalisation (saved beside checkpoints)
     )
     device: str = "auto"  # auto (cuda only for image observations), cpu or cuda
-    torch_threads: int = 1  # torch CPU threads; games need the other cores
+    torch_threads: int = 1  # torch CPU threads while collecting; games need the other cores
+    update_threads: int = 0  # torch CPU threads during the PPO update (0: every core)
     # -- run ---------------------------------------------------------------------------
     checkpoint_every: int = 100_000  # steps between rotating checkpoints
     keep_checkpoints: int = 3  # rotating checkpoints kept (final.zip is extra)
@@ -104,6 +108,10 @@ class TrainConfig:
             raise ConfigError("checkpoint-every and keep-checkpoints must be at least 1")
         if self.device not in ("auto", "cpu", "cuda"):
             raise ConfigError(f"device must be auto, cpu or cuda, got {self.device!r}")
+        if self.torch_threads < 1 or self.update_threads < 0:
+            raise ConfigError(
+                "torch-threads must be at least 1 and update-threads 0 (every core) or more"
+            )
         if self.max_restarts_per_minute < 0:
             raise ConfigError(
                 f"max-restarts-per-minute must be 0 or more, got {self.max_restarts_per_minute}"

@@ -7,6 +7,7 @@ plain function or an SB3 callback defined elsewhere in ``training``.
 
 from __future__ import annotations
 
+import os
 import pickle
 import shutil
 import signal
@@ -28,7 +29,13 @@ from stable_baselines3.common.logger import configure
 from stable_baselines3.common.vec_env import VecEnv, VecNormalize
 
 from game_bridge.errors import BridgeError
-from training.callbacks import GameHealth, ProgressReport, RotatingCheckpoints, StopFlag
+from training.callbacks import (
+    GameHealth,
+    ProgressReport,
+    RotatingCheckpoints,
+    StopFlag,
+    UpdateThreads,
+)
 from training.checkpoints import (
     CheckpointError,
     ResumePoint,
@@ -321,6 +328,9 @@ def train(
             model.learn(
                 total_timesteps=config.timesteps,
                 callback=[
+                    UpdateThreads(
+                        config.torch_threads, config.update_threads or len(os.sched_getaffinity(0))
+                    ),
                     stop,
                     progress,
                     health,

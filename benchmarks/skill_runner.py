@@ -1,0 +1,218 @@
+"""One timed training run for ``time_to_skill.py``, in whichever interpreter the side needs.
+
+``--side lander`` trains with ``lander train``'s own code and defaults (plus any
+``--settings`` JSON); ``--side godot-rl`` builds godot-rl 0.8.2's SB3 example set-up
+(``examples/stable_baselines3_example.py``: ``StableBaselinesGodotEnv`` and VecMonitor,
+PPO ``MultiInputPolicy`` with ``ent_coef=0.0001, n_steps=32``, everything else SB3's
+defaults, torch's default threads) and runs in godot-rl's own virtual environment, so
+this file imports nothing from lander at the top.
+
+Both sides report the same events to a JSON-lines file: at every rollout end the clock
+(seconds since the parent launched this process, less the time spent writing
+snapshots), the steps, ``rollout/ep_rew_mean`` over the last 100 episodes, and the cores
+busy (from /proc/stat) during collection and during the update. A policy snapshot is
+saved every ``--snapshot-every`` seconds of that clock for evaluation afterwards, so
+evaluating never slows the side being timed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from stable_baselines3.common.callbacks import BaseCallback
+
+
+def _cpu_ticks() -> tuple[int, int]:
+    """(busy, total) jiffies of all cores together, from the first line of /proc/stat."""
+    with open("/proc/stat") as handle:
+        values = [int(v) for v in handle.readline().split()[1:]]
+    idle = values[3] + values[4]  # idle + iowait
+    return sum(values) - idle, sum(values)
+
+
+class SkillClock(BaseCallback):
+    """Reports progress and saves snapshots; stops training after ``seconds`` of clock.
+
+    :param launched: ``time.time()`` when the parent started this process.
+    :param seconds: clock seconds to train for.
+    :param events: the JSON-lines file to append events to.
+    :param snapshots: the folder for policy snapshots.
+    :param snapshot_every: clock seconds between snapshots.
+    :param save: writes a snapshot of the model to a path.
+    """
+
+    def __init__(
+        self,
+        launched: float,
+        seconds: float,
+        events: Path,
+        snapshots: Path,
+        snapshot_every: float,
+        save: Callable[[Any, Path], None],
+    ) -> None:
+        super().__init__()
+        self.launched = launched
+        self.seconds = seconds
+        self.events = events.open("a")
+        self.snapshots = snapshots
+        self.snapshot_every = snapshot_every
+        self.save = save
+        self.paused = 0.0
+        self.next_snapshot = snapshot_every
+        self.cpu = {"collect": [0, 0], "update": [0, 0]}
+        self.wall = {"collect": 0.0, "update": 0.0}
+        self._mark = (_cpu_ticks(), time.monotonic())
+
+    def clock(self) -> float:
+        """Seconds since launch, less the time spent on snapshots."""
+        return time.time() - self.launched - self.paused
+
+    def _phase_ended(self, phase: str) -> None:
+        (busy0, total0), wall0 = self._mark
+        busy, total = _cpu_ticks()
+        self.cpu[phase][0] += busy - busy0
+        self.cpu[phase][1] += total - total0
+        now = time.monotonic()
+        self.wall[phase] += now - wall0
+        self._mark = ((busy, total), now)
+
+    def _cores(self, phase: str) -> float | None:
+        busy, total = self.cpu[phase]
+        return round(busy / total * (os.cpu_count() or 1), 2) if total else None
+
+    def _emit(self, **event: Any) -> None:
+        self.events.write(json.dumps(event) + "\n")
+        self.events.flush()
+
+    def _on_training_start(self) -> None:
+        self._emit(kind="start", t=self.clock())
+        self._mark = (_cpu_ticks(), time.monotonic())
+
+    def _on_rollout_start(self) -> None:
+        self._phase_ended("update")
+
+    def _on_rollout_end(self) -> None:
+        self._phase_ended("collect")
+        episodes = list(self.model.ep_info_buffer)
+        reward = float(sum(e["r"] for e in episodes) / len(episodes)) if episodes else None
+        t = self.clock()
+        self._emit(
+            kind="rollout",
+            t=t,
+            steps=self.num_timesteps,
+            reward=reward,
+            cores_collect=self._cores("collect"),
+            cores_update=self._cores("update"),
+            wall_collect=round(self.wall["collect"], 2),
+            wall_update=round(self.wall["update"], 2),
+        )
+        if t >= self.next_snapshot:
+            started = time.time()
+            path = self.snapshots / f"{self.num_timesteps:012d}.zip"
+            self.save(self.model, path)
+            self.paused += time.time() - started
+            self._emit(kind="snapshot", t=t, steps=self.num_timesteps, path=str(path))
+            self.next_snapshot = t + self.snapshot_every
+
+    def _on_step(self) -> bool:
+        return self.clock() < self.seconds
+
+
+def _run_lander(args: argparse.Namespace, clock: SkillClock) -> None:
+    from rich.console import Console
+
+    from training.checkpoints import save_checkpoint
+    from training.trainer import TrainRequest, train
+
+    def save(model: Any, path: Path) -> None:
+        save_checkpoint(model, path, model.get_vec_normalize_env())
+
+    clock.save = save
+    overrides = {
+        "timesteps": 10**9,
+        "checkpoint_every": 10**9,
+        "port": args.port,
+        "n_parallel": args.n_parallel,
+        "agents_per_instance": args.agents,
+        "speedup": args.speedup,
+        "game_bin": args.binary,
+        **json.loads(args.settings),
+    }
+    with tempfile.TemporaryDirectory(prefix="lander-skill-") as root:
+        train(
+            TrainRequest(Path(root), "skill", overrides),
+            Console(quiet=True),
+            extra_callbacks=[clock],
+        )
+
+
+def _run_godot_rl(args: argparse.Namespace, clock: SkillClock) -> None:
+    import contextlib
+    import io
+
+    from godot_rl.wrappers.stable_baselines_wrapper import StableBaselinesGodotEnv
+    from stable_baselines3 import PPO
+    from stable_baselines3.common.vec_env.vec_monitor import VecMonitor
+
+    clock.save = lambda model, path: model.save(path)
+    with contextlib.redirect_stdout(io.StringIO()):  # godot-rl prints per connection
+        env = StableBaselinesGodotEnv(
+            env_path=args.binary,
+            n_parallel=args.n_parallel,
+            seed=0,
+            speedup=int(args.speedup),  # the example's --speedup is an int
+            port=args.port,
+            agents=args.agents,
+            **({"difficulty": args.difficulty} if args.difficulty is not None else {}),
+        )
+    env = VecMonitor(env)
+    with tempfile.TemporaryDirectory(prefix="godot-rl-skill-") as logs:
+        model = PPO(
+            "MultiInputPolicy",
+            env,
+            ent_coef=0.0001,
+            n_steps=32,
+            learning_rate=0.0003,
+            tensorboard_log=logs,  # the example logs to TensorBoard, as lander does
+        )
+        try:
+            model.learn(total_timesteps=10**9, callback=clock)
+        finally:
+            env.close()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--side", choices=["lander", "godot-rl"], required=True)
+    parser.add_argument("--launched", type=float, required=True, help="time.time() at launch")
+    parser.add_argument("--seconds", type=float, required=True)
+    parser.add_argument("--events", type=Path, required=True)
+    parser.add_argument("--snapshots", type=Path, required=True)
+    parser.add_argument("--snapshot-every", type=float, default=1.0)
+    parser.add_argument("--binary", default=None, help="game executable (lander: None = bundled)")
+    parser.add_argument("--n-parallel", type=int, default=4)
+    parser.add_argument("--agents", type=int, default=8)
+    parser.add_argument("--speedup", type=float, default=1000.0)
+    parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--difficulty", type=int, default=None, help="godot-rl: a game argument")
+    parser.add_argument("--settings", default="{}", help="lander: JSON of train settings")
+    args = parser.parse_args()
+    args.snapshots.mkdir(parents=True, exist_ok=True)
+    clock = SkillClock(
+        args.launched, args.seconds, args.events, args.snapshots, args.snapshot_every, save=print
+    )
+    if args.side == "lander":
+        _run_lander(args, clock)
+    else:
+        _run_godot_rl(args, clock)
+
+
+if __name__ == "__main__":
+    main()
