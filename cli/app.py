@@ -272,25 +272,72 @@ def _train_overrides(
     return overrides
 
 
-@app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
+PASSTHROUGH = {"allow_extra_args": True, "ignore_unknown_options": True}
+TbHost = Annotated[
+    str, typer.Option(help="Address TensorBoard listens on (0.0.0.0: the whole LAN).")
+]
+TbPort = Annotated[int, typer.Option(help="TensorBoard port.")]
+
+
+TUNE_GRIDS = {
+    # objective: (n-parallel, agents, n-steps, batch-size) tried when not given
+    "fps": ("2,4,8", "4,8,16", "default", "default"),
+    "time": ("2,4", "8,16", "32,64", "default"),
+}
+
+
+@app.command(context_settings=PASSTHROUGH)
 def tune(
     ctx: typer.Context,
-    seconds: Annotated[float, typer.Option(help="Training seconds per setting.")] = 20.0,
-    n_parallel: Annotated[
-        str, typer.Option(help="Instance counts to try, comma-separated.")
-    ] = "2,4,8",
-    agents: Annotated[
+    objective: Annotated[
         str,
-        typer.Option(help="Agents per instance to try, comma-separated (bundled game's --agents)."),
-    ] = "4,8,16",
+        typer.Option(
+            help="What to race for: 'time' (wall seconds from launch to --reward, samples that "
+            "teach) or 'fps' (training steps per second)."
+        ),
+    ] = "fps",
+    seconds: Annotated[
+        float,
+        typer.Option(help="Training seconds per setting (time: the longest a race may take)."),
+    ] = 20.0,
+    reward: Annotated[
+        float | None,
+        typer.Option(
+            help="time: the training reward (rollout/ep_rew_mean) to race to; "
+            "default 200 on the bundled game, required for other games."
+        ),
+    ] = None,
+    n_parallel: Annotated[
+        str | None,
+        typer.Option(help="Instance counts to try, comma-separated [fps: 2,4,8; time: 2,4]."),
+    ] = None,
+    agents: Annotated[
+        str | None,
+        typer.Option(
+            help="Agents per instance to try, comma-separated (bundled game's --agents) "
+            "[fps: 4,8,16; time: 8,16]."
+        ),
+    ] = None,
     speedup: Annotated[
         str, typer.Option(help="Speedups to try, comma-separated ('default': the game's own).")
     ] = "default",
+    n_steps: Annotated[
+        str | None,
+        typer.Option(
+            help="Rollout lengths (steps per env) to try, comma-separated "
+            "('default': the run's) [fps: default; time: 32,64]."
+        ),
+    ] = None,
+    batch_size: Annotated[
+        str,
+        typer.Option(help="Minibatch sizes to try, comma-separated ('default': the run's)."),
+    ] = "default",
 ) -> None:
-    """Find the fastest --n-parallel, --agents-per-instance and --speedup here: a short run per setting."""
+    """Find the best --n-parallel, --agents-per-instance, --speedup, --n-steps and --batch-size
+    here: a short run per setting, ranked by time to a reward (--objective time) or by fps."""
     from rich.table import Table
 
-    from training.tuning import best, tune
+    from training.tuning import BUNDLED_GAME_REWARD, best, grid, tune
 
     def numbers(text: str, kind: type) -> list[Any]:
         try:
@@ -302,47 +349,66 @@ def tune(
         except ValueError:
             fail(f"expected comma-separated numbers, got {text!r}")
 
+    if objective not in TUNE_GRIDS:
+        fail(f"--objective must be time or fps, got {objective!r}")
     overrides = _train_overrides(ctx, "tune", list(ctx.args))
     if seconds <= 0:
         fail("--seconds must be positive")
-    results = tune(
-        numbers(n_parallel, int),
-        numbers(agents, int),
+    target = None
+    if objective == "time":
+        target = reward
+        if target is None and overrides.get("game_bin") is None:
+            target = BUNDLED_GAME_REWARD
+        if target is None:
+            fail("--objective time on a game of your own needs --reward R (a training reward)")
+    defaults = TUNE_GRIDS[objective]
+    settings = grid(
+        numbers(n_parallel or defaults[0], int),
+        numbers(agents or defaults[1], int),
         numbers(speedup, float),
-        seconds,
-        overrides,
-        console,
+        numbers(n_steps or defaults[2], int),
+        numbers(batch_size or defaults[3], int),
     )
-    table = Table(title=f"training fps per setting ({seconds:g} s each)")
-    for column in ("n-parallel", "agents-per-instance", "speedup", "fps"):
+    results = tune(settings, seconds, overrides, console, target)
+    title = (
+        f"seconds from launch to reward {target:g} per setting (at most {seconds:g} s each)"
+        if target is not None
+        else f"training fps per setting ({seconds:g} s each)"
+    )
+    table = Table(title=title)
+    columns = ("n-parallel", "agents-per-instance", "speedup", "n-steps", "batch-size", "fps")
+    for column in (*columns, *(("seconds to reward",) if target is not None else ())):
         table.add_column(column, justify="right")
     for result in results:
-        fps = "failed" if result.fps is None else f"{result.fps:,.0f}"
-        table.add_row(
-            str(result.n_parallel),
-            str(result.agents_per_instance),
-            str(result.speedup or "default"),
-            fps,
-        )
+        setting = result.setting
+        row = [
+            str(setting.n_parallel),
+            str(setting.agents_per_instance),
+            str(setting.speedup or "default"),
+            str(setting.n_steps or "default"),
+            str(setting.batch_size or "default"),
+            "failed" if result.fps is None else f"{result.fps:,.0f}",
+        ]
+        if target is not None:
+            reached = result.seconds_to_reward
+            row.append("not reached" if reached is None else f"{reached:.1f}")
+        table.add_row(*row)
     console.print(table)
-    winner = best(results)
+    winner = best(results, objective)
     if winner is None:
-        fail("no setting trained; run `lander setup` to check the game")
-    flags_text = (
-        f"--n-parallel {winner.n_parallel} --agents-per-instance {winner.agents_per_instance}"
+        fail(
+            f"no setting reached reward {target:g} in {seconds:g} s; try more --seconds"
+            if target is not None
+            else "no setting trained; run `lander setup` to check the game"
+        )
+    measured = (
+        f"reward {target:g} in {winner.seconds_to_reward:.1f} s"
+        if target is not None
+        else f"{winner.fps:,.0f} fps"
     )
-    if winner.speedup is not None:
-        flags_text += f" --speedup {winner.speedup:g}"
     console.print(
-        f"fastest: {winner.fps:,.0f} fps. Use: ./lander start RUN {flags_text} {' '.join(ctx.args)}".rstrip()
+        f"fastest: {measured}. Use: ./lander start RUN {winner.setting.flags()} {' '.join(ctx.args)}".rstrip()
     )
-
-
-PASSTHROUGH = {"allow_extra_args": True, "ignore_unknown_options": True}
-TbHost = Annotated[
-    str, typer.Option(help="Address TensorBoard listens on (0.0.0.0: the whole LAN).")
-]
-TbPort = Annotated[int, typer.Option(help="TensorBoard port.")]
 
 
 def _checked_train_args(ctx: typer.Context, run: str, args: list[str]) -> None:

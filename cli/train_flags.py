@@ -9,7 +9,9 @@ from typing import Annotated, Any
 
 import typer
 
-from training.config import ConfigError
+from training.config import ConfigError, TrainConfig
+
+_DEFAULT = TrainConfig()
 
 Timesteps = Annotated[
     int | None,
@@ -61,10 +63,21 @@ EntCoef = Annotated[
     typer.Option(help="Entropy bonus coefficient; takes effect on a resume. [default: 0]"),
 ]
 LearningRate = Annotated[
-    float | None, typer.Option(help="Adam learning rate; takes effect on a resume. [default: 3e-4]")
+    float | None,
+    typer.Option(
+        help=f"Adam learning rate; takes effect on a resume. [default: {_DEFAULT.learning_rate:g}]"
+    ),
 ]
-NSteps = Annotated[int | None, typer.Option(help="Steps per env per rollout. [default: 256]")]
-BatchSize = Annotated[int | None, typer.Option(help="PPO minibatch size. [default: 1024]")]
+NSteps = Annotated[
+    int | None,
+    typer.Option(
+        help="Steps per env per rollout (rollout = n-steps x instances x agents). "
+        f"[default: {_DEFAULT.n_steps}]"
+    ),
+]
+BatchSize = Annotated[
+    int | None, typer.Option(help=f"PPO minibatch size. [default: {_DEFAULT.batch_size}]")
+]
 CheckpointEvery = Annotated[
     int | None, typer.Option(help="Steps between rotating checkpoints. [default: 100000]")
 ]

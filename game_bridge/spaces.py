@@ -14,7 +14,7 @@ import numpy as np
 from gymnasium import spaces
 
 from game_bridge.errors import ProtocolViolation
-from game_bridge.protocol import FAST_ENCODING
+from game_bridge.protocol import FAST_ENCODING, wire_floats
 
 SHARED_POLICY = "shared_policy"
 
@@ -212,14 +212,8 @@ def parse_env_info(message: dict[str, Any], instance: int | None = None) -> EnvI
     return EnvInfo(n_agents, observations, actions, names, encoding)
 
 
-WIRE_DECIMALS = 6
-"""Continuous actions are sent rounded to 1e-6: far below any game's sensitivity,
-and half the JSON of a float32's 17-digit repr, so both ends work half as much."""
-
-
-def _wire_floats(values: np.ndarray) -> list[Any]:
-    clipped = np.clip(np.asarray(values, dtype=np.float64), -1.0, 1.0)
-    return np.round(clipped, WIRE_DECIMALS).tolist()
+def _wire_floats(values: np.ndarray) -> Any:
+    return wire_floats(np.clip(values, -1.0, 1.0))
 
 
 class ActionCodec:
@@ -254,7 +248,8 @@ class ActionCodec:
             offset += width
 
     def encode(self, actions: np.ndarray) -> list[dict[str, Any]]:
-        """Turn a batch of actions for consecutive agents into protocol dicts.
+        """Turn a batch of actions for consecutive agents into protocol dicts, ready for
+        :func:`protocol.encode_json` (continuous values may be float32 arrays).
 
         :param actions: shape (n_agents,) for Discrete, else (n_agents, width).
         """

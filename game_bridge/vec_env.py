@@ -21,6 +21,9 @@ from game_bridge.instance import GameInstance
 from game_bridge.launcher import LaunchConfig, close_instances, launch_instances
 from game_bridge.spaces import ActionCodec, EnvInfo, ObservationCodec
 
+_NUMBER_TYPES = frozenset((int, float))
+"""What a JSON reward may parse to (``true`` parses to bool, a subclass of int)."""
+
 
 class TooManyRestarts(BridgeError):
     """Game instances failed more often than the restart limit allows."""
@@ -166,14 +169,16 @@ class GameVecEnv(VecEnv):
                 index,
                 f"step reply has {len(reward)} rewards, {len(done)} dones, {len(info)} infos for {k} agents",
             )
-        if not all(isinstance(r, int | float) and not isinstance(r, bool) for r in reward):
+        if not _NUMBER_TYPES.issuperset(map(type, reward)):  # not bool, str, None, list
             raise ProtocolViolation(
                 index, f"step reply has non-numeric rewards: {str(reward)[:120]}"
             )
         dones = np.array([bool(flag) for flag in done])
         infos = [
-            self._agent_info(agent_info, bool(dones[agent]), decoded, agent, index)
-            for agent, agent_info in enumerate(info)
+            self._agent_info(agent_info, agent_done, decoded, agent, index)
+            if agent_info or agent_done
+            else {}
+            for agent, (agent_info, agent_done) in enumerate(zip(info, dones.tolist(), strict=True))
         ]
         return decoded, np.asarray(reward, dtype=np.float32), dones, infos
 

@@ -51,8 +51,8 @@ def test_vec_env_over_two_instances_of_two_agents_matches_in_process_physics(
         rng = np.random.default_rng(5)
         truncations = terminal_checked = 0
         for _ in range(1000):
-            # Actions travel rounded to 1e-6 (spaces.WIRE_DECIMALS): feed the
-            # reference the values the games receive.
+            # Actions with 6 decimals travel exactly (float32's shortest digits, or
+            # protocol.WIRE_DECIMALS without orjson): the reference gets what the games get.
             actions = np.round(rng.uniform(-1, 1, (4, 2)), 6)
             if fast_wire:  # binary actions travel as float32
                 actions = actions.astype(np.float32).astype(np.float64)

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 from gymnasium import spaces
 
 from game_bridge.errors import ProtocolViolation
+from game_bridge.protocol import encode_json
 from game_bridge.spaces import ActionCodec, ObservationCodec, parse_env_info
 
 PER_AGENT = {
@@ -54,8 +57,9 @@ def test_mixed_action_dict_keeps_declared_order() -> None:
     codec = ActionCodec(info.actions)
     assert codec.space == spaces.Box(-1, 1, (5,), np.float32)
     encoded = codec.encode(np.array([[0.25, -2.0, 0.1, 0.9, 0.3]], dtype=np.float32))
-    assert encoded == [{"zeta": [0.25, -1.0], "alpha": 1}]
-    assert list(encoded[0]) == ["zeta", "alpha"]
+    on_the_wire = encode_json(encoded)
+    assert json.loads(on_the_wire) == [{"zeta": [0.25, -1.0], "alpha": 1}]
+    assert on_the_wire.index(b'"zeta"') < on_the_wire.index(b'"alpha"')
 
 
 def test_several_discrete_keys_become_multidiscrete() -> None:

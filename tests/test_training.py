@@ -14,14 +14,16 @@ import pytest
 import torch
 from rich.console import Console
 from stable_baselines3 import PPO
+from stable_baselines3.common.callbacks import BaseCallback
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from tests.conftest import REPO_ROOT, game_executable, python_game, wait_until
 from training.checkpoints import CheckpointError, rotating_checkpoints
 from training.config import ConfigError
+from training.evaluation import evaluate_on_lander, model_policy
 from training.policy_tweaks import PolicyTweakError, reset_action_std
 from training.run_record import RunRecord
-from training.trainer import RunExists, TrainRequest, train
+from training.trainer import RunExists, TrainRequest, load_for_inference, train
 
 LANDER = REPO_ROOT / ".venv" / "bin" / "lander"
 QUIET = Console(file=open(os.devnull, "w"))  # noqa: SIM115 (lives for the whole module)
@@ -366,3 +368,47 @@ def test_fast_wire_training_uses_binary_steps(
         assert game is not None and game.binary
     finally:
         env.close()
+
+
+class _ThreadsSeen(BaseCallback):
+    """Records torch's thread count while collecting and once each rollout is collected."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.collecting: set[int] = set()
+        self.updating: set[int] = set()
+
+    def _on_step(self) -> bool:
+        self.collecting.add(torch.get_num_threads())
+        return True
+
+    def _on_rollout_end(self) -> None:  # runs after UpdateThreads switched for the update
+        self.updating.add(torch.get_num_threads())
+
+
+def test_torch_takes_every_core_for_the_update_and_one_while_games_step(
+    tmp_path: Path, port_block: Callable[[int], int]
+) -> None:
+    seen = _ThreadsSeen()
+    outcome = train(
+        TrainRequest(tmp_path, "threads", small_run(port_block(2), update_threads=3)),
+        QUIET,
+        extra_callbacks=[seen],
+    )
+    assert outcome.status == "finished"
+    assert seen.collecting == {1} and seen.updating == {3}
+    assert torch.get_num_threads() == 1, "training ends with the collection setting"
+
+
+def test_defaults_learn_the_bundled_game_to_a_good_bot(
+    tmp_path: Path, port_block: Callable[[int], int]
+) -> None:
+    """The learning floor of the defaults that benchmarks/time_to_skill.py chose: through
+    real game processes, 200,000 steps reach a normalized score of 0.8 (0.9 is usually
+    passed near 150,000)."""
+    request = TrainRequest(tmp_path, "floor", {"timesteps": 200_000, "port": port_block(4)})
+    outcome = train(request, QUIET)
+    assert outcome.status == "finished"
+    model, normalizer = load_for_inference(tmp_path / "checkpoints" / "floor" / "final.zip")
+    result = evaluate_on_lander(model_policy(model, normalizer), 100)
+    assert result.normalized_score is not None and result.normalized_score >= 0.8, result.line()

@@ -1,9 +1,13 @@
-"""``lander tune``: short training runs over a grid of instance counts, speedups
-and agents per instance, to find the fastest setting for this machine and game.
+"""``lander tune``: short training runs over a grid of settings (instances, agents per
+instance, speedup, rollout length, minibatch), to find the best one for this machine
+and game.
 
-Each setting trains PPO for a few seconds in a scratch folder (nothing is kept)
-and is scored by its steady training fps (steps after the first rollout over the
-time they took), the way operators compare two-minute smoke runs by hand.
+Two objectives. ``fps``: each setting trains for a few seconds in a scratch folder
+(nothing is kept) and is scored by its steady training fps (steps after the first
+rollout over the time they took), the way operators compare smoke runs by hand.
+``time``: each setting races from launch (the games' start counted) to a training
+reward (``rollout/ep_rew_mean``), and the fastest to get there wins: samples that do
+not teach do not count.
 """
 
 from __future__ import annotations
@@ -19,32 +23,77 @@ from rich.console import Console
 from stable_baselines3.common.callbacks import BaseCallback
 
 from game_bridge.errors import BridgeError
+from training.config import ConfigError, TrainConfig
 from training.trainer import TrainRequest, train
+
+BUNDLED_GAME_REWARD = 200.0
+"""The bundled game's default race target: about three quarters of the reference
+controller's return (about 260; a random policy gets about 24)."""
+
+
+@dataclass(frozen=True)
+class TuneSetting:
+    """One point of the grid; None keeps the run's own value."""
+
+    n_parallel: int
+    agents_per_instance: int
+    speedup: float | None = None
+    n_steps: int | None = None
+    batch_size: int | None = None
+
+    def flags(self) -> str:
+        """The command-line flags that select this setting."""
+        parts = [
+            f"--n-parallel {self.n_parallel}",
+            f"--agents-per-instance {self.agents_per_instance}",
+        ]
+        for flag, value in (
+            ("speedup", self.speedup),
+            ("n-steps", self.n_steps),
+            ("batch-size", self.batch_size),
+        ):
+            if value is not None:
+                parts.append(f"--{flag} {value:g}")
+        return " ".join(parts)
+
+    def describe(self) -> str:
+        """A short label for progress lines."""
+        return (
+            f"n_parallel={self.n_parallel} agents={self.agents_per_instance} "
+            f"speedup={self.speedup if self.speedup is not None else 'game default'} "
+            f"n_steps={self.n_steps or 'default'} batch={self.batch_size or 'default'}"
+        )
 
 
 @dataclass(frozen=True)
 class TuneResult:
-    """One setting and its measured speed (fps None when it failed)."""
+    """One setting and what it measured (None where it did not get there).
 
-    n_parallel: int
-    agents_per_instance: int
-    speedup: float | None
+    :param fps: steady training steps per second.
+    :param seconds_to_reward: wall seconds from launch to the target reward (objective time).
+    :param note: why it failed, when it did.
+    """
+
+    setting: TuneSetting
     fps: float | None
+    seconds_to_reward: float | None = None
     note: str = ""
 
 
 class _Timer(BaseCallback):
-    """Stops training after ``seconds`` and measures fps after the first rollout."""
+    """Measures fps after the first rollout and, with a target, the time to reach it.
 
-    def __init__(self, seconds: float) -> None:
+    Stops training after ``seconds`` from ``started``, or once the target is reached.
+    """
+
+    def __init__(self, started: float, seconds: float, reward: float | None) -> None:
         super().__init__()
+        self.started = started
         self.seconds = seconds
-        self.started = 0.0
+        self.reward = reward
         self.steady_from: tuple[float, int] | None = None
         self.fps: float | None = None
-
-    def _on_training_start(self) -> None:
-        self.started = time.monotonic()
+        self.reached: float | None = None
 
     def _on_rollout_end(self) -> None:
         now = time.monotonic()
@@ -53,33 +102,62 @@ class _Timer(BaseCallback):
         else:
             then, steps = self.steady_from
             self.fps = (self.num_timesteps - steps) / max(now - then, 1e-9)
+        episodes = self.model.ep_info_buffer
+        if self.reward is not None and episodes:
+            mean = sum(float(e["r"]) for e in episodes) / len(episodes)
+            if mean >= self.reward and self.reached is None:
+                self.reached = now - self.started
 
     def _on_step(self) -> bool:
-        return time.monotonic() - self.started < self.seconds
+        return self.reached is None and time.monotonic() - self.started < self.seconds
 
 
-def tune(
+def grid(
     n_parallel: list[int],
     agents: list[int],
     speedups: list[float | None],
+    n_steps: list[int | None],
+    batch_sizes: list[int | None],
+) -> list[TuneSetting]:
+    """Every combination, in a stable order."""
+    return [
+        TuneSetting(*values)
+        for values in itertools.product(n_parallel, agents, speedups, n_steps, batch_sizes)
+    ]
+
+
+def tune(
+    settings: list[TuneSetting],
     seconds: float,
     base_overrides: dict[str, Any],
     console: Console,
+    reward: float | None = None,
 ) -> list[TuneResult]:
-    """Measure every combination; print each as it completes."""
+    """Measure every setting; print each as it completes.
+
+    :param seconds: the longest any setting trains (for ``fps``, how long each trains).
+    :param reward: the target of the ``time`` objective; None measures fps only.
+    """
     results = []
-    for n, k, speedup in itertools.product(n_parallel, agents, speedups):
-        timer = _Timer(seconds)
-        overrides = {
+    for setting in settings:
+        overrides: dict[str, Any] = {
             **base_overrides,
-            "n_parallel": n,
-            "agents_per_instance": k,
-            "speedup": speedup,
+            "n_parallel": setting.n_parallel,
+            "agents_per_instance": setting.agents_per_instance,
+            "speedup": setting.speedup,
             "timesteps": 10**9,
             "checkpoint_every": 10**9,
-            # Short rollouts, so several fit in the measuring time.
-            "n_steps": max(32, min(int(base_overrides.get("n_steps", 256)), 4096 // (n * k) or 32)),
         }
+        if setting.n_steps is not None:
+            overrides["n_steps"] = setting.n_steps
+        elif reward is None:  # fps: short rollouts, so several fit in the measuring time
+            num_envs = setting.n_parallel * setting.agents_per_instance
+            wanted = int(base_overrides.get("n_steps", TrainConfig.n_steps))
+            overrides["n_steps"] = max(32, min(wanted, 4096 // num_envs or 32))
+        if setting.batch_size is not None:
+            overrides["batch_size"] = setting.batch_size
+        started = time.monotonic()
+        timer = _Timer(started, seconds, reward)
         with tempfile.TemporaryDirectory(prefix="lander-tune-") as scratch:
             try:
                 outcome = train(
@@ -88,18 +166,28 @@ def tune(
                     extra_callbacks=[timer],
                 )
                 note = "" if outcome.status != "failed" else (outcome.error or "failed")
-            except BridgeError as exc:
+            except (BridgeError, ConfigError) as exc:
                 note = str(exc)
-        result = TuneResult(n, k, speedup, timer.fps, note)
+        if reward is not None and timer.reached is None and not note:
+            note = f"reward {reward:g} not reached in {seconds:g} s"
+        result = TuneResult(setting, timer.fps, timer.reached, note)
         results.append(result)
-        shown = "failed: " + note if timer.fps is None else f"{timer.fps:,.0f} fps"
-        console.print(
-            f"n_parallel={n} agents={k} speedup={speedup if speedup is not None else 'game default'}: {shown}"
-        )
+        console.print(f"{setting.describe()}: {_shown(result, reward)}")
     return results
 
 
-def best(results: list[TuneResult]) -> TuneResult | None:
-    """The fastest setting that worked."""
+def _shown(result: TuneResult, reward: float | None) -> str:
+    if result.seconds_to_reward is not None:
+        return f"reward {reward:g} in {result.seconds_to_reward:.1f} s"
+    if result.fps is None:
+        return "failed: " + (result.note or "no full rollout in the time given")
+    return result.note or f"{result.fps:,.0f} fps"
+
+
+def best(results: list[TuneResult], objective: str = "fps") -> TuneResult | None:
+    """The fastest setting that worked: most fps, or least time to the reward."""
+    if objective == "time":
+        reached = [r for r in results if r.seconds_to_reward is not None]
+        return min(reached, key=lambda r: r.seconds_to_reward or 0.0) if reached else None
     working = [r for r in results if r.fps is not None]
     return max(working, key=lambda r: r.fps or 0.0) if working else None

@@ -28,9 +28,6 @@ from game_bridge.lander_game.physics import (
     StepResult,
 )
 
-WIRE_DECIMALS = 6
-"""Observations and rewards go on the wire rounded to 1e-6: half the JSON of a
-float32's 17-digit repr, so both ends encode and parse about twice as fast."""
 ACTION_KEY = "thrust"
 OBS_KEY = "obs"
 CONNECT_TIMEOUT_S = 30.0
@@ -48,11 +45,6 @@ class GameSettings:
     action_type: str = "continuous"
     difficulty: int = 1
     bot: str = ""  # a bot JSON to play without a trainer
-
-
-def _wire(values: np.ndarray) -> list[Any]:
-    """Values as JSON-ready lists, rounded to :data:`WIRE_DECIMALS`."""
-    return np.round(values.astype(np.float64), WIRE_DECIMALS).tolist()
 
 
 def parse_arguments(argv: list[str]) -> GameSettings:
@@ -126,7 +118,7 @@ class LanderGame:
     def reset(self) -> dict[str, Any]:
         """Reset every agent (the trainer's ``reset``)."""
         self.physics.reset_agents(np.ones(self.settings.agents, dtype=bool))
-        obs = _wire(self.physics.observe())
+        obs = protocol.wire_floats(self.physics.observe())
         return {"type": "reset", "obs": [{OBS_KEY: row} for row in obs], "info": [{}] * len(obs)}
 
     def _read_actions(self, message: dict[str, Any]) -> np.ndarray:
@@ -155,7 +147,7 @@ class LanderGame:
         result, done, obs = self._advance(self._read_actions(message))
         infos: list[dict[str, Any]] = [{} for _ in range(self.settings.agents)]
         if done.any():
-            terminal = _wire(result.obs)
+            terminal = protocol.wire_floats(result.obs)
             for index in np.flatnonzero(done).tolist():
                 infos[index] = {
                     "is_success": bool(result.success[index]),
@@ -164,8 +156,8 @@ class LanderGame:
                 }
         return {
             "type": "step",
-            "obs": [{OBS_KEY: row} for row in _wire(obs)],
-            "reward": _wire(result.reward),
+            "obs": [{OBS_KEY: row} for row in protocol.wire_floats(obs)],
+            "reward": protocol.wire_floats(result.reward),
             "done": done.tolist(),
             "info": infos,
         }
