@@ -138,6 +138,10 @@ def tune(
     :param seconds: the longest any setting trains (for ``fps``, how long each trains).
     :param reward: the target of the ``time`` objective; None measures fps only.
     """
+    # The first optimizer step imports torch._dynamo (about a second): import it now, so
+    # that the first setting's race does not pay for it and the others not.
+    import torch._dynamo  # noqa: F401
+
     results = []
     for setting in settings:
         overrides: dict[str, Any] = {
