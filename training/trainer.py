@@ -177,6 +177,13 @@ def _run_of_checkpoint(root: Path, model: Path) -> str | None:
     return relative.parts[0] if len(relative.parts) == 2 else None
 
 
+def _usable_cores() -> int:
+    """Cores this process may run on (its affinity where the OS has one, as on Linux)."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
+
+
 def _device(config: TrainConfig, image_observations: bool) -> str:
     """``auto`` means CUDA only where it pays: small MLPs train faster on the CPU."""
     if config.device != "auto":
@@ -328,9 +335,7 @@ def train(
             model.learn(
                 total_timesteps=config.timesteps,
                 callback=[
-                    UpdateThreads(
-                        config.torch_threads, config.update_threads or len(os.sched_getaffinity(0))
-                    ),
+                    UpdateThreads(config.torch_threads, config.update_threads or _usable_cores()),
                     stop,
                     progress,
                     health,
