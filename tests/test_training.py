@@ -207,6 +207,28 @@ def test_bad_settings_and_sources_fail_before_anything_is_written(tmp_path: Path
     assert not (tmp_path / "checkpoints" / "bad").exists()
 
 
+@pytest.mark.parametrize(
+    ("flag", "value"),
+    [
+        ("--learning-rate", "nan"),
+        ("--ent-coef", "inf"),
+        ("--speedup", "-inf"),
+        ("--read-timeout", "nan"),
+    ],
+)
+def test_non_finite_settings_are_refused_in_one_line(tmp_path: Path, flag: str, value: str) -> None:
+    result = subprocess.run(
+        [str(LANDER), "train", "finite", flag, value, "--no-git"],
+        env={**os.environ, "LANDER_HOME": str(tmp_path)},
+        capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    output = result.stdout + result.stderr
+    assert result.returncode != 0
+    assert f"{flag[2:]} must be a finite number" in output, output
+    assert "Traceback" not in output
+    assert not (tmp_path / "checkpoints" / "finite").exists()
+
+
 def test_config_file_then_flags(tmp_path: Path, port_block: Callable[[int], int]) -> None:
     config = tmp_path / "settings.toml"
     config.write_text(

@@ -8,6 +8,7 @@ read back on resume. Nothing else parses these settings.
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
@@ -87,6 +88,14 @@ class TrainConfig:
             "batch_size",
             "n_epochs",
         )
+        for item in fields(self):
+            value = getattr(self, item.name)
+            if isinstance(value, float) and not math.isfinite(value):
+                # nan passes every comparison below: a nan step size or timeout would
+                # reach PPO or the socket code and fail far from the cause.
+                raise ConfigError(
+                    f"{item.name.replace('_', '-')} must be a finite number, got {value}"
+                )
         for name in positive:
             if getattr(self, name) < 1:
                 raise ConfigError(
