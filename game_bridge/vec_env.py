@@ -25,6 +25,21 @@ _NUMBER_TYPES = frozenset((int, float))
 """What a JSON reward may parse to (``true`` parses to bool, a subclass of int)."""
 
 
+def _check_finite(
+    instance: GameInstance, decoded: dict[str, np.ndarray], reward: np.ndarray
+) -> None:
+    """Refuse NaN and infinities (or numbers beyond float32) before they reach PPO, where
+    they would end the run in a traceback far from the game that sent them."""
+    arrays = [reward, *(value for value in decoded.values() if value.dtype.kind == "f")]
+    if all(np.isfinite(array).all() for array in arrays):
+        return
+    instance.faulted = True
+    raise ProtocolViolation(
+        instance.index,
+        "sent non-finite numbers (NaN, infinity, or beyond float32) in observations or rewards",
+    )
+
+
 class TooManyRestarts(BridgeError):
     """Game instances failed more often than the restart limit allows."""
 
@@ -223,6 +238,7 @@ class GameVecEnv(VecEnv):
                 if fault is not None:
                     raise fault
                 decoded, reward, done, info = self._read_step(instance)
+                _check_finite(instance, decoded, reward)
             except BridgeError as exc:
                 if not self.max_restarts_per_minute:
                     raise

@@ -59,6 +59,7 @@ def faulty(tmp_path: Path, fault: str, after: int = 3, once: bool = True) -> lis
         ("badjson", "malformed JSON"),
         ("wrongcount", "for 2 agents"),
         ("oversize", "2000000000 bytes"),
+        ("huge", "non-finite"),
     ],
 )
 def test_faulty_game_is_restarted_and_its_episodes_end_truncated(

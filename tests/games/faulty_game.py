@@ -75,6 +75,19 @@ def main():
                     send(sock, {"type": "reset", "obs": obs, "info": [{}] * agents})
                     time.sleep(60)
                     return
+                if fault == "huge":  # finite in JSON, infinite as the float32 PPO trains on
+                    send(
+                        sock,
+                        {
+                            "type": "step",
+                            "obs": [{"obs": [1e300] * len(o["obs"])} for o in obs],
+                            "reward": [1e300] * agents,
+                            "done": [False] * agents,
+                            "info": [{}] * agents,
+                        },
+                    )
+                    time.sleep(60)
+                    return
                 if fault == "wrongcount":
                     send(
                         sock,
