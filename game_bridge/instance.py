@@ -198,16 +198,18 @@ class GameInstance:
         stream (b""), a dead process or the reply's deadline."""
         assert self._conn is not None
         while True:
+            # Checked before every read, not only when one times out: a game that
+            # trickles a byte at a time must not hold a step past its deadline.
+            if time.monotonic() > self._deadline:
+                raise InstanceTimeout(
+                    self.index,
+                    f"no reply within {self.read_timeout:g} s (the game hangs or is too slow)",
+                )
             try:
                 return self._conn.recv(size)
             except (BlockingIOError, TimeoutError):
                 if self.exit_code() is not None:
                     raise self._died("the game exited") from None
-                if time.monotonic() > self._deadline:
-                    raise InstanceTimeout(
-                        self.index,
-                        f"no reply within {self.read_timeout:g} s (the game hangs or is too slow)",
-                    ) from None
             except OSError as exc:
                 raise self._died(f"the connection broke ({exc.strerror or exc})") from None
 

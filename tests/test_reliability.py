@@ -60,6 +60,7 @@ def faulty(tmp_path: Path, fault: str, after: int = 3, once: bool = True) -> lis
         ("wrongcount", "for 2 agents"),
         ("oversize", "2000000000 bytes"),
         ("huge", "non-finite"),
+        ("trickle", "no reply within"),
     ],
 )
 def test_faulty_game_is_restarted_and_its_episodes_end_truncated(

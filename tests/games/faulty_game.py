@@ -8,6 +8,7 @@ none (behaves). ``--ignore_close=1`` makes it ignore the close message.
 ``--once_marker=DIR`` makes each port fault only once (a restarted game behaves).
 """
 
+import json
 import os
 import socket
 import struct
@@ -73,6 +74,16 @@ def main():
                     return
                 if fault == "wrongtype":
                     send(sock, {"type": "reset", "obs": obs, "info": [{}] * agents})
+                    time.sleep(60)
+                    return
+                if fault == "trickle":  # a valid reply, one byte every 0.2 s
+                    body = json.dumps(
+                        {"type": "step", "obs": obs, "reward": [0.0] * agents,
+                         "done": [False] * agents, "info": [{}] * agents}
+                    ).encode()  # fmt: skip
+                    for byte in struct.pack("<I", len(body)) + body:
+                        sock.sendall(bytes([byte]))
+                        time.sleep(0.2)
                     time.sleep(60)
                     return
                 if fault == "huge":  # finite in JSON, infinite as the float32 PPO trains on
