@@ -18,6 +18,7 @@ from stable_baselines3.common.callbacks import BaseCallback
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from tests.conftest import REPO_ROOT, game_executable, python_game, wait_until
+from training.callbacks import ProgressReport
 from training.checkpoints import CheckpointError, rotating_checkpoints
 from training.config import ConfigError
 from training.evaluation import evaluate_on_lander, model_policy
@@ -434,3 +435,16 @@ def test_defaults_learn_the_bundled_game_to_a_good_bot(
     model, normalizer = load_for_inference(tmp_path / "checkpoints" / "floor" / "final.zip")
     result = evaluate_on_lander(model_policy(model, normalizer), 100)
     assert result.normalized_score is not None and result.normalized_score >= 0.8, result.line()
+
+
+def test_progress_lines_are_throttled_but_the_last_rollout_is_always_logged(
+    tmp_path: Path, port_block: Callable[[int], int], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(ProgressReport, "LINE_EVERY_S", 3600.0)
+    outcome = train(
+        TrainRequest(tmp_path, "quiet", small_run(port_block(2), timesteps=16384)), QUIET
+    )
+    assert outcome.status == "finished"
+    log = (tmp_path / "logs" / "quiet" / "train.log").read_text()
+    lines = [line.split()[2] for line in log.splitlines() if " steps=" in line]
+    assert lines == ["steps=4096", "steps=16384"], "the first rollout, then only the last"

@@ -101,13 +101,17 @@ class StopFlag(BaseCallback):
 
 
 class ProgressReport(BaseCallback):
-    """A rich progress bar (steps, fps, ETA) and one line per rollout with the
-    mean reward and success rate, echoed to ``train.log``.
+    """A rich progress bar (steps, fps, ETA) and a line with the mean reward and success
+    rate, echoed to ``train.log``: after a rollout, at most one every
+    :attr:`LINE_EVERY_S` seconds (short rollouts would flood a long run's log), and
+    always after the last.
 
     :param console: where the live display goes.
     :param log: writes a plain line to the run's log file.
     :param session_steps: steps this session will train.
     """
+
+    LINE_EVERY_S = 2.0
 
     def __init__(self, console: Console, log: Callable[[str], None], session_steps: int) -> None:
         super().__init__()
@@ -121,6 +125,8 @@ class ProgressReport(BaseCallback):
         self.last_fps = 0.0
         self.last_reward: float | None = None
         self.last_success: float | None = None
+        self._pending: str | None = None
+        self._last_line_at = -float("inf")
 
     def _on_training_start(self) -> None:
         self._start_steps = self.num_timesteps
@@ -160,12 +166,25 @@ class ProgressReport(BaseCallback):
         std = action_std(self.model)
         std_text = "" if std is None else f" std={np.mean(std):.3f}"
         line = f"steps={self.num_timesteps} fps={self.last_fps:.0f} ep_rew_mean={reward} success_rate={success}{std_text}"
-        self.log(line)
         if self._progress is not None:
             self._progress.update(self._task, completed=done, fps=self.last_fps, reward=reward)
-            self._progress.console.print(line)
+        self._pending = line
+        now = time.monotonic()
+        if now - self._last_line_at >= self.LINE_EVERY_S:
+            self._emit(now)
+
+    def _emit(self, now: float) -> None:
+        """Write the newest rollout's line to the log and the console."""
+        if self._pending is None:
+            return
+        self.log(self._pending)
+        if self._progress is not None:
+            self._progress.console.print(self._pending)
+        self._pending = None
+        self._last_line_at = now
 
     def _on_training_end(self) -> None:
+        self._emit(time.monotonic())  # the last rollout's line, whenever the one before was
         # SB3 dumps the log before each update, so the last update's train/*
         # values would never reach TensorBoard without this flush.
         self.model.logger.dump(step=self.num_timesteps)
