@@ -351,6 +351,8 @@ def tune(
 
     if objective not in TUNE_GRIDS:
         fail(f"--objective must be time or fps, got {objective!r}")
+    if reward is not None and objective != "time":
+        fail("--reward is the target of --objective time; add --objective time")
     overrides = _train_overrides(ctx, "tune", list(ctx.args))
     if seconds <= 0:
         fail("--seconds must be positive")
