@@ -125,7 +125,13 @@ class SkillClock(BaseCallback):
         return self.clock() < self.seconds
 
 
-def _run_lander(args: argparse.Namespace, clock: SkillClock) -> None:
+def _clock(args: argparse.Namespace, save: Callable[[Any, Path], None]) -> SkillClock:
+    return SkillClock(
+        args.launched, args.seconds, args.events, args.snapshots, args.snapshot_every, save
+    )
+
+
+def _run_lander(args: argparse.Namespace) -> None:
     from rich.console import Console
 
     from training.checkpoints import save_checkpoint
@@ -134,7 +140,7 @@ def _run_lander(args: argparse.Namespace, clock: SkillClock) -> None:
     def save(model: Any, path: Path) -> None:
         save_checkpoint(model, path, model.get_vec_normalize_env())
 
-    clock.save = save
+    clock = _clock(args, save)
     overrides = {
         "timesteps": 10**9,
         "checkpoint_every": 10**9,
@@ -153,7 +159,7 @@ def _run_lander(args: argparse.Namespace, clock: SkillClock) -> None:
         )
 
 
-def _run_godot_rl(args: argparse.Namespace, clock: SkillClock) -> None:
+def _run_godot_rl(args: argparse.Namespace) -> None:
     import contextlib
     import io
 
@@ -161,7 +167,7 @@ def _run_godot_rl(args: argparse.Namespace, clock: SkillClock) -> None:
     from stable_baselines3 import PPO
     from stable_baselines3.common.vec_env.vec_monitor import VecMonitor
 
-    clock.save = lambda model, path: model.save(path)
+    clock = _clock(args, lambda model, path: model.save(path))
     with contextlib.redirect_stdout(io.StringIO()):  # godot-rl prints per connection
         env = StableBaselinesGodotEnv(
             env_path=args.binary,
@@ -205,13 +211,10 @@ def main() -> None:
     parser.add_argument("--settings", default="{}", help="lander: JSON of train settings")
     args = parser.parse_args()
     args.snapshots.mkdir(parents=True, exist_ok=True)
-    clock = SkillClock(
-        args.launched, args.seconds, args.events, args.snapshots, args.snapshot_every, save=print
-    )
     if args.side == "lander":
-        _run_lander(args, clock)
+        _run_lander(args)
     else:
-        _run_godot_rl(args, clock)
+        _run_godot_rl(args)
 
 
 if __name__ == "__main__":
