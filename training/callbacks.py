@@ -19,12 +19,20 @@ from rich.progress import (
     TextColumn,
     TimeRemainingColumn,
 )
+from stable_baselines3.common.base_class import BaseAlgorithm
 from stable_baselines3.common.callbacks import BaseCallback
 from stable_baselines3.common.vec_env import VecNormalize
 
 from game_bridge.vec_env import GameVecEnv
 from training.checkpoints import checkpoint_name, rotate_checkpoints, save_checkpoint
 from training.policy_tweaks import action_std
+
+
+def mean_episode_reward(model: BaseAlgorithm) -> float | None:
+    """``rollout/ep_rew_mean`` as SB3 logs it: the mean return of the last 100 episodes
+    (None before the first ends)."""
+    episodes = model.ep_info_buffer
+    return float(np.mean([info["r"] for info in episodes])) if episodes else None
 
 
 class EveryNSteps(BaseCallback):
@@ -153,9 +161,7 @@ class ProgressReport(BaseCallback):
         return True
 
     def _on_rollout_end(self) -> None:
-        episodes = self.model.ep_info_buffer
-        if episodes:
-            self.last_reward = float(np.mean([info["r"] for info in episodes]))
+        self.last_reward = mean_episode_reward(self.model)
         successes = self.model.ep_success_buffer
         if successes:
             self.last_success = float(np.mean(successes))

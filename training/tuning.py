@@ -23,6 +23,7 @@ from rich.console import Console
 from stable_baselines3.common.callbacks import BaseCallback
 
 from game_bridge.errors import BridgeError
+from training.callbacks import mean_episode_reward
 from training.config import ConfigError, TrainConfig
 from training.trainer import TrainRequest, train
 
@@ -102,11 +103,10 @@ class _Timer(BaseCallback):
         else:
             then, steps = self.steady_from
             self.fps = (self.num_timesteps - steps) / max(now - then, 1e-9)
-        episodes = self.model.ep_info_buffer
-        if self.reward is not None and episodes:
-            mean = sum(float(e["r"]) for e in episodes) / len(episodes)
-            if mean >= self.reward and self.reached is None:
-                self.reached = now - self.started
+        mean = mean_episode_reward(self.model)
+        reached = self.reward is not None and mean is not None and mean >= self.reward
+        if reached and self.reached is None:
+            self.reached = now - self.started
 
     def _on_step(self) -> bool:
         return self.reached is None and time.monotonic() - self.started < self.seconds
@@ -139,7 +139,7 @@ def tune(
     :param reward: the target of the ``time`` objective; None measures fps only.
     """
     # The first optimizer step imports torch._dynamo (about a second): import it now, so
-    # that the first setting's race does not pay for it and the others not.
+    # that the first setting's race does not pay a cost the others are spared.
     import torch._dynamo  # noqa: F401
 
     results = []
