@@ -49,8 +49,21 @@ FORKED = {  # the bundled game's instances forked from one server, as lander sta
 console = Console()
 
 MEASURE = r"""
-import contextlib, io, json, sys, time
+import contextlib, io, json, os, sys, time
 import numpy as np
+
+def game_pids():  # this process's children: the games, whichever side launched them
+    return [pid for task in os.listdir("/proc/self/task")
+            for pid in open(f"/proc/self/task/{task}/children").read().split()]
+
+def cpu_seconds(pids):
+    ticks = 0
+    for pid in pids:
+        with contextlib.suppress(OSError):
+            fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+            ticks += int(fields[11]) + int(fields[12])  # utime + stime
+    return ticks / os.sysconf("SC_CLK_TCK")
+
 binary, side, n, k, port, seconds = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5]), float(sys.argv[6])
 fast = side.endswith("-fast")
 forked = "-forked" in side  # the bundled game as lander starts it by default
@@ -67,19 +80,24 @@ with contextlib.redirect_stdout(io.StringIO()):  # godot-rl prints per connectio
         command = {} if forked else {"command": [binary]}
         env = GameVecEnv(LaunchConfig(**command, n_instances=n, base_port=port, game_args={"agents": str(k)}, fast_wire=fast))
     start = time.perf_counter() - started
-    sps = 0.0
+    sps = trainer_us = games_us = 0.0
     if seconds > 0:
         env.reset()
         actions = np.random.default_rng(0).uniform(-1, 1, (256, env.num_envs, 2)).astype(np.float32)
         for i in range(20):
             env.step(actions[i])
+        pids = game_pids()
+        games_cpu, trainer_cpu = cpu_seconds(pids), time.process_time()
         steps, started = 0, time.perf_counter()
         while time.perf_counter() - started < seconds:
             env.step(actions[steps % 256])
             steps += 1
         sps = steps * env.num_envs / (time.perf_counter() - started)
+        agent_steps = steps * env.num_envs
+        trainer_us = (time.process_time() - trainer_cpu) / agent_steps * 1e6
+        games_us = (cpu_seconds(pids) - games_cpu) / agent_steps * 1e6
     env.close()
-print(json.dumps({"start": start, "sps": sps}))
+print(json.dumps({"start": start, "sps": sps, "trainer_us": trainer_us, "games_us": games_us}))
 """
 
 
@@ -147,18 +165,29 @@ def main() -> None:
     table.add_column("instances x agents", justify="right")
     for title in sides.values():
         table.add_column(title, justify="right")
+    # Where the CPU goes on the JSON path, per agent-step: what the games cost is the
+    # same on both sides, so it bounds the ratio any trainer could reach on these cores.
+    table.add_column("CPU us per agent-step: trainer (godot-rl / lander); games", justify="right")
     for n, k in SETTINGS:
-        rates: dict[str, list[float]] = {side: [] for side in sides}
+        runs: dict[str, list[dict[str, float]]] = {side: [] for side in sides}
         for _ in range(args.repeats):
             for side in sides:
-                rates[side].append(measure(side, n, k, args.seconds, binary)["sps"])
-        median = {side: statistics.median(values) for side, values in rates.items()}
-        cells = [f"{median['theirs']:,.0f}"] + [
-            f"{median[side]:,.0f} ({median[side] / median['theirs']:.2f})"
+                runs[side].append(measure(side, n, k, args.seconds, binary))
+
+        def median(side: str, key: str, runs: dict[str, list[dict[str, float]]] = runs) -> float:
+            return statistics.median(run[key] for run in runs[side])
+
+        theirs = median("theirs", "sps")
+        cells = [f"{theirs:,.0f}"] + [
+            f"{median(side, 'sps'):,.0f} ({median(side, 'sps') / theirs:.2f})"
             for side in sides
             if side != "theirs"
         ]
-        table.add_row(f"{n} x {k}", *cells)
+        cpu = (
+            f"{median('theirs', 'trainer_us'):.1f} / {median('ours', 'trainer_us'):.1f}; "
+            f"{median('ours', 'games_us'):.1f}"
+        )
+        table.add_row(f"{n} x {k}", *cells, cpu)
     console.print(table)
     _report_start(binary, args.repeats)
 
