@@ -145,11 +145,21 @@ def evaluate(
         int, typer.Option(help="Base TCP port when evaluating through --game-bin.")
     ] = DEFAULT_PORT,
     seed: Annotated[int, typer.Option(help="Seed of the evaluation episodes.")] = 1000,
+    publish: Annotated[
+        bool,
+        typer.Option(
+            help="Commit and push this record although this checkout did not train the run "
+            "(kept in a file of this checkout's own beside the run's records)."
+        ),
+    ] = False,
 ) -> None:
-    """Score a bot or run: one line of mean_reward, std_reward, success_rate, normalized_score."""
+    """Score a bot or run: one line of mean_reward, std_reward, success_rate, normalized_score.
+
+    The record goes with the run when this checkout trained it; otherwise it stays in the
+    untracked .lander/evaluations.jsonl unless --publish."""
     from cli.bot_flow import evaluate_and_report
 
-    evaluate_and_report(project_root(), target, episodes, policy, game_bin, port, seed)
+    evaluate_and_report(project_root(), target, episodes, policy, game_bin, port, seed, publish)
 
 
 @app.command()
@@ -274,9 +284,19 @@ def _train_overrides(
 
 PASSTHROUGH = {"allow_extra_args": True, "ignore_unknown_options": True}
 TbHost = Annotated[
-    str, typer.Option(help="Address TensorBoard listens on (0.0.0.0: the whole LAN).")
+    str | None,
+    typer.Option(
+        help="Address TensorBoard listens on (0.0.0.0: the whole LAN). "
+        "Default: the last one used in this checkout, else 0.0.0.0."
+    ),
 ]
-TbPort = Annotated[int, typer.Option(help="TensorBoard port.")]
+TbPort = Annotated[
+    int | None,
+    typer.Option(
+        help="TensorBoard port. Default: the last one used in this checkout, else 6006; "
+        "a taken port moves to the next free one."
+    ),
+]
 
 
 TUNE_GRIDS = {
@@ -441,8 +461,8 @@ def start(
     run: Annotated[
         str, typer.Argument(help="Run name: letters, digits, '-', '_', '.' (at most 64).")
     ],
-    tb_host: TbHost = "0.0.0.0",
-    tb_port: TbPort = 6006,
+    tb_host: TbHost = None,
+    tb_port: TbPort = None,
     sweep_space: Annotated[
         Path | None,
         typer.Option("--sweep", help="Run `lander sweep RUN --space FILE ...` instead of one run."),
@@ -489,8 +509,8 @@ def resume(
             "--as", help="Resume into a new run of this name (a branch); default: continue RUN."
         ),
     ] = None,
-    tb_host: TbHost = "0.0.0.0",
-    tb_port: TbPort = 6006,
+    tb_host: TbHost = None,
+    tb_port: TbPort = None,
 ) -> None:
     """Resume a run in tmux, e.g. `lander resume run03 --as run04 --ent-coef 0.001 --reset-std 0.3`."""
     from cli.operations import newest_run, start_in_tmux
@@ -527,9 +547,12 @@ def stop(
 @app.command()
 def status() -> None:
     """A table of runs: state, steps, fps, reward, last checkpoint, best evaluation, pushed or not."""
-    from cli.status_table import status_table
+    from cli.status_table import champion_lines, status_table
 
-    console.print(status_table(project_root()))
+    root = project_root()
+    console.print(status_table(root))
+    for line in champion_lines(root):
+        console.print(line)
 
 
 @app.command()
@@ -550,23 +573,33 @@ def attach(
 
 @app.command()
 def dashboard(
-    host: TbHost = "0.0.0.0",
-    port: TbPort = 6006,
+    host: TbHost = None,
+    port: TbPort = None,
 ) -> None:
-    """Serve TensorBoard over logs/ in the foreground (every run's curves)."""
-    from cli.dashboard import dashboard_url, tensorboard_command
+    """Serve TensorBoard over logs/ in the foreground (every run's curves); if this
+    checkout's dashboard already runs, print its address instead."""
+    from cli.dashboard import NoDashboardPort, choose_dashboard
 
-    command = tensorboard_command(project_root(), host, port)
-    console.print(f"dashboard: {dashboard_url(host, port)}")
-    os.execv(command[0], command)
+    try:
+        choice = choose_dashboard(project_root(), host, port)
+    except NoDashboardPort as exc:
+        fail(str(exc))
+    console.print(f"dashboard: {choice.url}  ({choice.note})")
+    if choice.command is not None:
+        os.execv(choice.command[0], choice.command)
 
 
 @app.command()
-def push() -> None:
-    """Commit and push whatever runs left unpushed (their folders, bots and the evaluation history)."""
-    from cli.operations import push_everything
+def push(
+    run: Annotated[
+        str | None,
+        typer.Argument(help="Publish this run only, even one trained with --no-git."),
+    ] = None,
+) -> None:
+    """Commit and push every run left unpushed (runs trained with --no-git stay out unless named)."""
+    from cli.operations import push_runs
 
-    push_everything(project_root())
+    push_runs(project_root(), _valid_run(run) if run else None)
 
 
 def _valid_run(name: str) -> str:

@@ -9,6 +9,8 @@ from pathlib import Path
 
 from cli.console import console, fail
 from cli.git_sync import current_commit
+from cli.publishing import in_git, publish_files
+from cli.results import committed_champions
 from game_bridge.bot_runner import BotFormatError, BotRunner
 from game_bridge.errors import BridgeError
 from training.bots import (
@@ -21,7 +23,7 @@ from training.bots import (
     run_target,
 )
 from training.checkpoints import CheckpointError
-from training.eval_history import champion_bot_path, record_evaluation
+from training.eval_records import game_name, record_evaluation
 from training.evaluation import LanderSettings, evaluate_on_lander
 from training.export import ExportError
 from training.run_paths import InvalidRunName
@@ -74,8 +76,11 @@ def evaluate_and_report(
     game_bin: Path | None,
     port: int,
     seed: int,
+    publish: bool = False,
 ) -> None:
-    """``lander eval``: print the one-line score and record it in the evaluation history."""
+    """``lander eval``: print the one-line score and record it where this checkout may
+    write (``training.eval_records``); a record in the run's committed files is
+    committed and pushed with the run's other files."""
     if episodes < 1:
         fail(f"--episodes must be at least 1, got {episodes}")
     if policy in ("random", "reference"):
@@ -91,12 +96,28 @@ def evaluate_and_report(
     except BOT_ERRORS as exc:
         fail(str(exc))
     console.print(result.line())
+    game = game_name(chosen.trained, game_bin)
+    champion = committed_champions(root).get(game)
     recorded = record_evaluation(
-        root, chosen.run, chosen.timesteps, chosen.bot, result, current_commit(root)
+        root, chosen.run, chosen.timesteps, chosen.bot, result, current_commit(root), game, publish
     )
-    if recorded.champion_changed:
-        where = f"; {champion_bot_path(root)} updated" if chosen.bot else ""
-        console.print(f"[green]new champion[/] (evaluation {recorded.index}){where}")
+    where = recorded.path.relative_to(root)
+    better = chosen.bot is not None and (
+        champion is None or result.mean_reward > champion.mean_reward
+    )
+    if not recorded.tracked:
+        console.print(
+            f"recorded in {where} (this checkout does not commit run {chosen.run or '?'}"
+            + ("; publish it with --publish)" if chosen.run else ")")
+        )
+        if better:
+            console.print(f"better than the committed champion on {game}, once published")
+        return
+    console.print(f"recorded in {where}")
+    if better:
+        console.print(f"[green]new champion on {game}[/] ({chosen.bot})")
+    if chosen.run and in_git(root, chosen.run):
+        publish_files(root, [str(where)], f"{chosen.run}: evaluation on {game} ({result.line()})")
 
 
 def play_and_report(

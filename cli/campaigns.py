@@ -8,8 +8,16 @@ from pathlib import Path
 from typing import Any
 
 from cli.console import console, fail
-from cli.git_sync import GitSyncError, commit_paths, current_commit, pull, push, run_paths_to_stage
+from cli.git_sync import (
+    GitSyncError,
+    current_commit,
+    keep_out_of_git,
+    let_into_git,
+    pull,
+    run_paths_to_stage,
+)
 from cli.operations import newest_run
+from cli.publishing import publish_files
 from cli.run_flow import USER_ERRORS, run_training, train_session
 from cli.setup import with_remembered_game
 from cli.trainer_lock import TrainerBusy, TrainerLock
@@ -86,15 +94,12 @@ def sweep(
         fail(str(exc))
     finished: list[TrialResult] = []
 
-    def publish_trials(final: bool = False) -> None:
+    def publish_trials() -> None:
         paths = [str(RunPaths(root, name).logs.relative_to(root))]
         for result in finished:
             paths.extend(run_paths_to_stage(root, result.run))
-        sha = commit_paths(
-            root, sorted(set(paths)), f"sweep {name}: {len(finished)} trial(s) this session"
-        )
-        if sha is not None or final:
-            console.print(f"git: {push(root).message}")
+        message = f"sweep {name}: {len(finished)} trial(s) this session"
+        publish_files(root, sorted(set(paths)), message)
 
     def on_trial(result: TrialResult) -> None:
         finished.append(result)
@@ -103,6 +108,8 @@ def sweep(
         if use_git and push_every > 0 and len(finished) % push_every == 0:
             publish_trials()
 
+    for pattern in (name, f"{name}-t*"):  # the sweep's own log folder, and every trial
+        (let_into_git if use_git else keep_out_of_git)(root, pattern)
     try:
         with TrainerLock(root, name):
             if use_git:
@@ -117,9 +124,10 @@ def sweep(
                 console,
                 on_trial,
                 current_commit(root),
+                {"git": use_git},
             )
             if use_git:
-                publish_trials(final=True)
+                publish_trials()
     except (*USER_ERRORS, TrainerBusy, GitSyncError) as exc:
         fail(str(exc))
     complete = [t for t in study.trials if t.value is not None]

@@ -3,15 +3,22 @@ one already serves a port, and the address a laptop on the LAN should open."""
 
 from __future__ import annotations
 
+import json
 import socket
 import subprocess
 import sys
 import urllib.error
 import urllib.request
+from dataclasses import dataclass
 from pathlib import Path
+
+from training.local_state import read_local, write_local
 
 DEFAULT_TB_HOST = "0.0.0.0"
 DEFAULT_TB_PORT = 6006
+PORTS_TO_TRY = 20
+"""How many ports after the chosen one ``start`` tries when it is taken."""
+REMEMBERED = "dashboard.json"
 
 
 def tensorboard_command(root: Path, host: str, port: int) -> list[str]:
@@ -35,15 +42,24 @@ def _probe_host(host: str) -> str:
     return "127.0.0.1" if host in ("0.0.0.0", "", "::") else host
 
 
-def serves_tensorboard(host: str, port: int, timeout: float = 1.0) -> bool:
-    """True when a TensorBoard answers on ``host:port``."""
+def served_logdir(host: str, port: int, timeout: float = 1.0) -> str | None:
+    """The log directory a TensorBoard on ``host:port`` serves (it says so at
+    ``/data/environment``), or None when no TensorBoard answers there."""
     try:
         with urllib.request.urlopen(
             f"http://{_probe_host(host)}:{port}/data/environment", timeout=timeout
         ) as reply:
-            return reply.status == 200 and b"data_location" in reply.read(4096)
+            data = json.loads(reply.read(65536))
     except (urllib.error.URLError, OSError, ValueError):
-        return False
+        return None
+    location = data.get("data_location") if isinstance(data, dict) else None
+    return str(location) if isinstance(location, str) else None
+
+
+def serves_logs_of(root: Path, host: str, port: int) -> bool:
+    """True when the TensorBoard on ``host:port`` serves this checkout's ``logs/``."""
+    served = served_logdir(host, port)
+    return served is not None and Path(served).resolve() == (root / "logs").resolve()
 
 
 def port_is_free(host: str, port: int) -> bool:
@@ -75,6 +91,59 @@ def lan_address() -> str:
     except OSError:
         pass
     return socket.gethostname()
+
+
+@dataclass(frozen=True)
+class DashboardChoice:
+    """Where the dashboard is, and the command to serve it (None: one already serves it here)."""
+
+    host: str
+    port: int
+    command: list[str] | None
+    note: str
+
+    @property
+    def url(self) -> str:
+        return dashboard_url(self.host, self.port)
+
+
+class NoDashboardPort(Exception):
+    """Every port tried is taken by something that is not this checkout's dashboard."""
+
+
+def choose_dashboard(root: Path, host: str | None, port: int | None) -> DashboardChoice:
+    """Reuse a TensorBoard that serves this checkout's ``logs/``; else serve one on the first
+    free port from ``port`` on, and say why when it is not ``port``. Host and port not given
+    are the ones this checkout used last; the choice is remembered (untracked, ``.lander/``).
+
+    :raises NoDashboardPort: the chosen port and the next ones are all taken.
+    """
+    remembered = read_local(root, REMEMBERED)
+    host = host or str(remembered.get("host") or DEFAULT_TB_HOST)
+    wanted = port or int(remembered.get("port") or DEFAULT_TB_PORT)
+    for candidate in range(wanted, wanted + PORTS_TO_TRY):
+        if serves_logs_of(root, host, candidate):
+            choice = DashboardChoice(
+                host,
+                candidate,
+                None,
+                f"reusing the TensorBoard of this checkout on port {candidate}",
+            )
+            break
+        if port_is_free(host, candidate):
+            note = "a new TensorBoard"
+            if candidate != wanted:
+                note += f" on port {candidate}: port {wanted} serves something else"
+            choice = DashboardChoice(
+                host, candidate, tensorboard_command(root, host, candidate), note
+            )
+            break
+    else:
+        raise NoDashboardPort(
+            f"ports {wanted}-{wanted + PORTS_TO_TRY - 1} are all taken: choose one with --tb-port"
+        )
+    write_local(root, REMEMBERED, {"host": host, "port": candidate})
+    return choice
 
 
 def dashboard_url(host: str, port: int) -> str:

@@ -7,13 +7,21 @@ shows it as not pushed, and ``lander push`` sends it later.
 
 from __future__ import annotations
 
+import random
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
 import git
 
-from training.eval_history import CHAMPION_BOT, HISTORY_NAME
 from training.run_paths import RunPaths
+
+NETWORK_TIMEOUT_S = 120.0
+"""A pull or push that has not finished by then is killed: a remote that accepts the
+connection and never answers must not hold a run (and the trainer lock) forever."""
+PUSH_DEADLINE_S = 180.0
+"""How long a push keeps retrying after rejections (another machine pushed first)."""
+EXCLUDE_MARK = "# lander --no-git: "
 
 
 class GitSyncError(Exception):
@@ -21,11 +29,17 @@ class GitSyncError(Exception):
 
 
 def open_repo(root: Path) -> git.Repo | None:
-    """The checkout's repository, or None when it is not a git work tree."""
+    """The checkout's repository, or None when it is not a git work tree.
+
+    Git never prompts (no terminal in tmux or CI to answer it): a remote that wants
+    credentials fails at once with git's own message.
+    """
     try:
-        return git.Repo(root, search_parent_directories=False)
+        repo = git.Repo(root, search_parent_directories=False)
     except (git.InvalidGitRepositoryError, git.NoSuchPathError):
         return None
+    repo.git.update_environment(GIT_TERMINAL_PROMPT="0")
+    return repo
 
 
 def current_commit(root: Path) -> str | None:
@@ -72,7 +86,7 @@ def pull(root: Path) -> str:
     if _upstream(repo) is None:
         return "no upstream branch: nothing to pull"
     try:
-        repo.git.pull("--rebase", "--autostash")
+        repo.git.pull("--rebase", "--autostash", kill_after_timeout=NETWORK_TIMEOUT_S)
     except git.GitCommandError as exc:
         if (Path(repo.git_dir) / "rebase-merge").exists() or (
             Path(repo.git_dir) / "rebase-apply"
@@ -89,18 +103,69 @@ def pull(root: Path) -> str:
 
 
 def run_paths_to_stage(root: Path, run: str) -> list[str]:
-    """The only paths a run's commit may touch: its checkpoints, logs and bots,
-    the champion bot and the evaluation history."""
+    """The only paths a run's commit may touch: its checkpoints (with its evaluation
+    records), logs and bots. Nothing shared by several runs, so commits of different
+    runs on different machines never touch the same file."""
     paths = RunPaths(root, run)
-    candidates = [
-        paths.checkpoints,
-        paths.logs,
-        paths.bot_json,
-        paths.bot_onnx,
-        root / "bots" / CHAMPION_BOT,
-        root / "logs" / HISTORY_NAME,
-    ]
+    candidates = [paths.checkpoints, paths.logs, paths.bot_json, paths.bot_onnx]
     return [str(path.relative_to(root)) for path in candidates]
+
+
+def tracked(root: Path, pathspecs: list[str]) -> set[str] | None:
+    """The files git tracks under ``pathspecs`` (relative paths), or None outside a repository."""
+    repo = open_repo(root)
+    if repo is None:
+        return None
+    return set(repo.git.ls_files("--", *pathspecs).splitlines()) if pathspecs else set()
+
+
+def _exclude_file(repo: git.Repo) -> Path:
+    return Path(repo.git_dir) / "info" / "exclude"
+
+
+def _exclude_lines(name: str) -> list[str]:
+    """Patterns for a run's files (``name`` may end in ``*``: every trial of a sweep)."""
+    mark = f"{EXCLUDE_MARK}{name}"
+    return [
+        mark,
+        f"/checkpoints/{name}/",
+        f"/logs/{name}/",
+        f"/bots/{name}.json",
+        f"/bots/{name}.onnx",
+    ]
+
+
+def keep_out_of_git(root: Path, name: str) -> None:
+    """Hide a ``--no-git`` run's files from git in this checkout only (``.git/info/exclude``,
+    never committed): ``git status`` stays quiet, and ``git add -A`` or another run's
+    commit cannot carry them. ``lander push RUN`` lifts it. ``name`` may end in ``*``."""
+    repo = open_repo(root)
+    if repo is None:
+        return
+    path = _exclude_file(repo)
+    existing = path.read_text().splitlines() if path.exists() else []
+    if f"{EXCLUDE_MARK}{name}" in existing:
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("\n".join([*existing, *_exclude_lines(name)]) + "\n")
+
+
+def let_into_git(root: Path, name: str) -> bool:
+    """Lift :func:`keep_out_of_git` for ``name``; True when it was kept out."""
+    repo = open_repo(root)
+    if repo is None:
+        return False
+    path = _exclude_file(repo)
+    if not path.exists():
+        return False
+    lines = path.read_text().splitlines()
+    block = _exclude_lines(name)
+    if block[0] not in lines:
+        return False
+    start = lines.index(block[0])
+    kept = lines[:start] + lines[start + len(block) :]
+    path.write_text("\n".join(kept) + ("\n" if kept else ""))
+    return True
 
 
 def _existing_or_tracked(repo: git.Repo, paths: list[str]) -> list[str]:
@@ -136,11 +201,6 @@ def commit_paths(root: Path, paths: list[str], message: str) -> str | None:
     return repo.head.commit.hexsha
 
 
-def commit_run(root: Path, run: str, message: str) -> str | None:
-    """Commit a run's files (see :func:`run_paths_to_stage`)."""
-    return commit_paths(root, run_paths_to_stage(root, run), message)
-
-
 @dataclass(frozen=True)
 class PushResult:
     """What a push did.
@@ -153,9 +213,11 @@ class PushResult:
     message: str
 
 
-def push(root: Path) -> PushResult:
-    """Push the current branch; on a rejection (the remote moved) pull with rebase and
-    try once more. Never forces. A failure keeps the commits local."""
+def push(root: Path, deadline_s: float = PUSH_DEADLINE_S) -> PushResult:
+    """Push the current branch. Rejected because another machine pushed first: pull with
+    rebase and try again, after a short random pause, until ``deadline_s``. Runs write
+    disjoint files, so the rebase does not conflict. Never forces; a failure keeps the
+    commits local, and ``lander status`` shows them as not pushed."""
     repo = open_repo(root)
     if repo is None:
         return PushResult(False, "not a git repository")
@@ -167,41 +229,46 @@ def push(root: Path) -> PushResult:
         return PushResult(False, "no git remote: the commit stays local")
     upstream = _upstream(repo)
     remote = upstream.remote_name if upstream is not None else repo.remotes[0].name
-    arguments = [remote, f"HEAD:{upstream.remote_head if upstream else branch.name}"]
+    target = upstream.remote_head if upstream else branch.name
+    arguments = [remote, f"HEAD:{target}"]
     if upstream is None:
         arguments.insert(0, "--set-upstream")
-    for attempt in (1, 2):
+    give_up = time.monotonic() + deadline_s
+    attempts = 0
+    while True:
+        attempts += 1
         try:
-            repo.git.push(*arguments)
-            return PushResult(True, f"pushed to {remote}/{arguments[-1].split(':', 1)[1]}")
+            repo.git.push(*arguments, kill_after_timeout=NETWORK_TIMEOUT_S)
+            retried = f" (attempt {attempts})" if attempts > 1 else ""
+            return PushResult(True, f"pushed to {remote}/{target}{retried}")
         except git.GitCommandError as exc:
             reason = _first_line(exc)
-            rejected = (
-                "rejected" in str(exc)
-                or "fetch first" in str(exc)
-                or "non-fast-forward" in str(exc)
+            rejected = any(
+                sign in str(exc) for sign in ("rejected", "fetch first", "non-fast-forward")
             )
-            if attempt == 1 and rejected:
-                try:
-                    pull(root)
-                    continue
-                except GitSyncError as pull_error:
-                    return PushResult(
-                        False,
-                        f"push rejected and pull failed ({pull_error}); the commit stays local",
-                    )
+            if not rejected or time.monotonic() > give_up:
+                return PushResult(
+                    False,
+                    f"push failed ({reason}); the commit stays local: run `lander push` later",
+                )
+        time.sleep(random.uniform(0.1, 1.0) * min(attempts, 5))
+        try:
+            pull(root)
+        except GitSyncError as pull_error:
             return PushResult(
-                False, f"push failed ({reason}); the commit stays local: run `lander push` later"
+                False, f"push rejected and pull failed ({pull_error}); the commit stays local"
             )
-    return PushResult(False, "push failed; the commit stays local")
 
 
-def run_push_state(root: Path, run: str) -> str:
-    """``pushed``, ``not pushed``, ``uncommitted``, ``local only`` (no remote) or ``no git``."""
+def run_push_state(root: Path, run: str, in_git: bool = True) -> str:
+    """``pushed``, ``not pushed``, ``uncommitted``, ``local only`` (no remote), ``no git``,
+    or ``kept out (--no-git)`` for a run trained with ``--no-git`` (``in_git`` False)."""
     repo = open_repo(root)
     if repo is None or not repo.head.is_valid():
         return "no git"
-    paths = _existing_or_tracked(repo, run_paths_to_stage(root, run)[:4])
+    if not in_git:
+        return "kept out (--no-git)"
+    paths = _existing_or_tracked(repo, run_paths_to_stage(root, run))
     if not paths:
         return "uncommitted"
     if repo.git.status("--porcelain", "--", *paths).strip():

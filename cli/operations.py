@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import sys
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
 from cli.console import console, fail
-from cli.dashboard import dashboard_url, port_is_free, serves_tensorboard, tensorboard_command
-from cli.git_sync import commit_paths, push, run_paths_to_stage
+from cli.dashboard import NoDashboardPort, choose_dashboard
+from cli.git_sync import let_into_git, run_paths_to_stage
+from cli.publishing import in_git, publish_files
 from cli.tmux_sessions import (
     TRAIN_WINDOW,
     TmuxError,
@@ -27,31 +27,12 @@ from training.run_paths import RunPaths
 from training.run_record import RunRecord
 
 
-@dataclass(frozen=True)
-class DashboardChoice:
-    """Where the dashboard is, and whether this session must start it."""
-
-    url: str
-    command: list[str] | None
-    note: str
-
-
-def choose_dashboard(root: Path, host: str, port: int) -> DashboardChoice:
-    """Reuse a TensorBoard already serving ``port``; else start one; say if the port is taken."""
-    url = dashboard_url(host, port)
-    if serves_tensorboard(host, port):
-        return DashboardChoice(url, None, f"reusing the TensorBoard already serving port {port}")
-    if not port_is_free(host, port):
-        return DashboardChoice(url, None, f"port {port} is taken by something else: use --tb-port")
-    return DashboardChoice(url, tensorboard_command(root, host, port), "dashboard window started")
-
-
 def start_in_tmux(
     root: Path,
     run: str,
     train_args: list[str],
-    tb_host: str,
-    tb_port: int,
+    tb_host: str | None,
+    tb_port: int | None,
     command_args: list[str] | None = None,
 ) -> None:
     """Start ``lander train RUN ...`` (or ``lander <command_args>``: a sweep, a
@@ -69,7 +50,10 @@ def start_in_tmux(
         fail(f"run {busy!r} is training in this checkout; stop it first (lander stop {busy})")
     if session is not None:
         session.kill()  # the last trainer of this run has ended: start afresh
-    dashboard = choose_dashboard(root, tb_host, tb_port)
+    try:
+        dashboard = choose_dashboard(root, tb_host, tb_port)
+    except NoDashboardPort as exc:
+        fail(str(exc))
     try:
         command = command_args if command_args is not None else ["train", run, *train_args]
         create_run_session(run, root, command, dashboard.command, {"LANDER_HOME": str(root)})
@@ -131,13 +115,29 @@ def stop_run(root: Path, run: str, timeout: float) -> None:
     )
 
 
-def push_everything(root: Path) -> None:
-    """Commit every run's unpushed files and the shared evaluation files, then push."""
-    runs = sorted(path.parent.name for path in (root / "checkpoints").glob("*/run.json"))
-    paths = sorted({p for run in runs for p in run_paths_to_stage(root, run)})
-    sha = commit_paths(root, paths, f"lander push: results of {', '.join(runs) or 'no runs'}")
-    console.print(f"git: committed {sha[:10]}" if sha else "git: nothing new to commit")
-    result = push(root)
+def push_runs(root: Path, run: str | None = None) -> None:
+    """``lander push``: commit and push every run meant for git that is not pushed yet;
+    ``lander push RUN`` publishes that one run, even one trained with ``--no-git``."""
+    if run is not None:
+        paths = RunPaths(root, run)
+        if not paths.exists():
+            fail(f"run {run!r} does not exist in checkpoints/ (lander status lists the runs)")
+        if let_into_git(root, run) or not in_git(root, run):
+            record = RunRecord.load(paths.run_json)
+            record.extra["git"] = True
+            record.save(paths.run_json)
+            console.print(f"run {run}: no longer kept out of git")
+        runs = [run]
+    else:
+        every = sorted(path.parent.name for path in (root / "checkpoints").glob("*/run.json"))
+        runs = [name for name in every if in_git(root, name)]
+        kept_out = sorted(set(every) - set(runs))
+        if kept_out:
+            console.print(
+                f"kept out of git (--no-git): {', '.join(kept_out)}; publish one with: lander push RUN"
+            )
+    stage = sorted({p for name in runs for p in run_paths_to_stage(root, name)})
+    message = f"lander push: results of {', '.join(runs) or 'no runs'}"
+    result = publish_files(root, stage, message, warn_on_failure=False)
     if not result.pushed:
         fail(result.message)
-    console.print(f"[green]git: {result.message}[/]")

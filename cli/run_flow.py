@@ -13,14 +13,24 @@ from pathlib import Path
 from typing import Any
 
 from cli.console import console, fail
-from cli.git_sync import GitSyncError, commit_run, current_commit, pull, push
+from cli.git_sync import (
+    GitSyncError,
+    current_commit,
+    keep_out_of_git,
+    let_into_git,
+    pull,
+    run_paths_to_stage,
+    tracked,
+)
+from cli.publishing import publish_files
+from cli.results import committed_champions
 from cli.setup import with_remembered_game
 from cli.trainer_lock import TrainerBusy, TrainerLock
 from game_bridge.errors import BridgeError
 from training.bots import evaluate_target, export_run, run_target
 from training.checkpoints import CheckpointError
 from training.config import ConfigError
-from training.eval_history import record_evaluation
+from training.eval_records import game_name, record_evaluation
 from training.export import ExportError
 from training.policy_tweaks import PolicyTweakError
 from training.run_paths import InvalidRunName, RunPaths
@@ -49,6 +59,7 @@ def train_session(request: TrainRequest, use_git: bool) -> int:
     """
     root, run = request.root, request.run
     request.git_commit = current_commit(root)
+    mark_git_use(request, use_git)
     if request.resume is None and request.config_file is None:
         # A new run plays the checkout's remembered game (lander setup --game-bin);
         # a resumed one keeps its own.
@@ -63,6 +74,19 @@ def train_session(request: TrainRequest, use_git: bool) -> int:
     if use_git:
         publish(root, run, outcome.record)
     return outcome.exit_code
+
+
+def mark_git_use(request: TrainRequest, use_git: bool) -> None:
+    """Record in the run whether git carries it, and keep a ``--no-git`` run's files out
+    of git in this checkout (unless git already tracks the run); a git session of a run
+    trained before with ``--no-git`` lets its files in again."""
+    request.tags["git"] = use_git
+    root, run = request.root, request.run
+    if use_git:
+        let_into_git(root, run)
+        return
+    if not tracked(root, [str(RunPaths(root, run).run_json.relative_to(root))]):
+        keep_out_of_git(root, run)
 
 
 def _mid_run_pusher(root: Path, run: str) -> Any:
@@ -88,13 +112,7 @@ def commit_message(run: str, record: RunRecord, what: str | None = None) -> str:
 
 def publish(root: Path, run: str, record: RunRecord, what: str | None = None) -> None:
     """Commit the run's files and push, reporting each step; never raises for a failed push."""
-    sha = commit_run(root, run, commit_message(run, record, what))
-    if sha is None:
-        console.print("git: nothing new to commit")
-    else:
-        console.print(f"git: committed {sha[:10]} ({commit_message(run, record, what)})")
-    result = push(root)
-    console.print(("[green]" if result.pushed else "[yellow]") + f"git: {result.message}")
+    publish_files(root, run_paths_to_stage(root, run), commit_message(run, record, what))
 
 
 def finish_run(root: Path, run: str, outcome: TrainOutcome) -> None:
@@ -119,10 +137,14 @@ def finish_run(root: Path, run: str, outcome: TrainOutcome) -> None:
     evaluation = evaluate_target(
         target, outcome.record.config.eval_episodes, None, outcome.record.config.port
     )
-    recorded = record_evaluation(
-        root, run, target.timesteps, target.bot, evaluation, outcome.record.git_commit
+    game = game_name(target.trained)
+    champion = committed_champions(root).get(game)
+    record_evaluation(
+        root, run, target.timesteps, target.bot, evaluation, outcome.record.git_commit, game
     )
-    console.print(
-        f"evaluation: {evaluation.line()}"
-        + ("  [green](new champion)[/]" if recorded.champion_changed else "")
+    better = target.bot is not None and (
+        champion is None or evaluation.mean_reward > champion.mean_reward
     )
+    in_git = outcome.record.extra.get("git", True)
+    note = f"new champion on {game}" if in_git else f"best on {game}, but kept out of git"
+    console.print(f"evaluation: {evaluation.line()}" + (f"  [green]({note})[/]" if better else ""))

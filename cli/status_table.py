@@ -10,49 +10,42 @@ from pathlib import Path
 from rich.table import Table
 
 from cli.git_sync import run_push_state
+from cli.results import committed_best_by_run, committed_champions
 from cli.tmux_sessions import TRAIN_WINDOW, find_session, window_alive
 from cli.trainer_lock import holder
-from training.eval_history import load_history
+from training.local_state import checkout_id
 from training.run_record import RunRecord
 
 
-def _state(record: RunRecord, training_here: str | None) -> str:
+def _state(root: Path, record: RunRecord, training_here: str | None) -> str:
     stage = record.extra.get("curriculum")
     where = (
         f" (stage {stage['stage']}/{stage['of']} of {stage['plan']})"
         if isinstance(stage, dict)
         else ""
     )
-    return _bare_state(record, training_here) + where
+    return _bare_state(root, record, training_here) + where
 
 
-def _bare_state(record: RunRecord, training_here: str | None) -> str:
+def _bare_state(root: Path, record: RunRecord, training_here: str | None) -> str:
     if training_here == record.run:
         return "[green]running[/]"
     if record.status == "running":
         session = find_session(record.run)
         if session is not None and window_alive(session, TRAIN_WINDOW):
             return "[green]running[/]"
-        last_host = record.sessions[-1].get("host") if record.sessions else None
-        if last_host == socket.gethostname():
-            # It trained here, and no trainer holds the lock: it was killed.
+        last = record.sessions[-1] if record.sessions else {}
+        here = (
+            last["checkout"] == checkout_id(root)
+            if "checkout" in last
+            else last.get("host") == socket.gethostname()
+        )
+        if here:
+            # It trained in this checkout, and no trainer holds the lock: it was killed.
             return "[red]crashed[/] (resume it)"
         return "running (not here)"
     colors = {"finished": "blue", "interrupted": "yellow", "failed": "red"}
     return f"[{colors.get(record.status, 'white')}]{record.status}[/]"
-
-
-def _best_evaluations(root: Path) -> dict[str, float]:
-    best: dict[str, float] = {}
-    try:
-        history = load_history(root)
-    except ValueError:
-        return best
-    for entry in history["evaluations"]:
-        run, mean = entry.get("run"), entry.get("results", {}).get("mean_reward")
-        if run is not None and mean is not None and mean > best.get(run, float("-inf")):
-            best[run] = mean
-    return best
 
 
 def status_table(root: Path) -> Table:
@@ -79,7 +72,7 @@ def status_table(root: Path) -> Table:
         except ValueError:
             continue
     training_here = holder(root)
-    best = _best_evaluations(root)
+    best = committed_best_by_run(root)
     for record in sorted(records, key=lambda r: r.updated_at, reverse=True):
         extra = record.extra
         evaluation = best.get(record.run)
@@ -87,7 +80,7 @@ def status_table(root: Path) -> Table:
             evaluation = extra["best_evaluation"]["mean_reward"]
         table.add_row(
             record.run,
-            _state(record, training_here),
+            _state(root, record, training_here),
             f"{record.total_timesteps:,}",
             f"{extra.get('last_fps') or 0:,.0f}",
             "-" if extra.get("last_reward") is None else f"{extra['last_reward']:.1f}",
@@ -95,7 +88,16 @@ def status_table(root: Path) -> Table:
             record.last_checkpoint or "-",
             "-" if evaluation is None else f"{evaluation:.1f}",
             str(extra.get("restarts", 0)),
-            run_push_state(root, record.run),
+            run_push_state(root, record.run, extra.get("git", True) is not False),
             record.parent or "",
         )
     return table
+
+
+def champion_lines(root: Path) -> list[str]:
+    """One line per game: its champion among committed evaluations and bots."""
+    return [
+        f"champion on {game}: {record.run} ({record.bot}), mean reward {record.mean_reward:.1f}"
+        + (f" at {record.timesteps:,} steps" if record.timesteps else "")
+        for game, record in sorted(committed_champions(root).items())
+    ]

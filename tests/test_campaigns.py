@@ -9,8 +9,10 @@ import subprocess
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
+
+from cli.results import committed_champions
 from tests.conftest import GIT_IDENTITY, REPO_ROOT, SMALL, git
-from training.eval_history import champion_bot_path, load_history
 from training.run_record import RunRecord
 
 LANDER = REPO_ROOT / ".venv" / "bin" / "lander"
@@ -52,9 +54,9 @@ def test_sweep_runs_trials_resumes_when_stopped_and_names_the_champion(
         } <= set(trial["params"])
         assert {"mean_reward", "std_reward", "success_rate"} <= set(trial)
     best = max(trials, key=lambda t: t["mean_reward"])
-    champion = load_history(work)["champion"]
-    assert champion["run"] == best["run"]
-    assert json.loads(champion_bot_path(work).read_text())["run"] == best["run"]
+    champion = committed_champions(work)["lander"]
+    assert champion.run == best["run"] and champion.bot == f"bots/{best['run']}.json"
+    assert champion.mean_reward == pytest.approx(best["mean_reward"])
     assert (work / "logs" / "sw" / "sweep.db").is_file()
     assert RunRecord.load(work / "checkpoints" / "sw-t0002" / "run.json").extra["sweep"] == {
         "name": "sw",

@@ -19,15 +19,18 @@ from rich.console import Console
 from stable_baselines3 import PPO
 from stable_baselines3.common.vec_env import VecNormalize
 
+from cli.results import committed_champions
 from game_bridge.bot_runner import BotFormatError, BotRunner
 from tests.conftest import REPO_ROOT
 from training import export as export_module
 from training.bots import bot_target, evaluate_target, run_target
 from training.config import TrainConfig
 from training.environments import make_vec_env
-from training.eval_history import champion_bot_path, load_history, record_evaluation
+from training.eval_records import EvalRecord, champions, read_records, record_evaluation
 from training.evaluation import EvalResult, evaluate_on_lander
 from training.export import ExportError, decisive, export_policy
+from training.local_state import checkout_id
+from training.run_record import RunRecord
 from training.trainer import TrainRequest, train
 
 LANDER = REPO_ROOT / ".venv" / "bin" / "lander"
@@ -142,22 +145,48 @@ def test_bot_with_wrong_shapes_is_refused(tmp_path: Path) -> None:
     )
 
 
-def test_champion_changes_at_the_first_second_and_fourth_evaluation(tmp_path: Path) -> None:
-    changes = []
-    for index, reward in enumerate([50, 80, 60, 90, 70], start=1):
-        bot = tmp_path / "bots" / f"e{index}.json"
-        bot.parent.mkdir(exist_ok=True)
-        bot.write_text(json.dumps({"evaluation": index}))
-        result = EvalResult(float(reward), 1.0, 0.5, 10, None)
-        if record_evaluation(
-            tmp_path, f"e{index}", index * 100, bot, result, None
-        ).champion_changed:
-            changes.append(index)
-    assert changes == [1, 2, 4]
-    history = load_history(tmp_path)
-    assert len(history["evaluations"]) == 5
-    assert history["champion"]["run"] == "e4" and history["champion"]["evaluation"] == 4
-    assert json.loads(champion_bot_path(tmp_path).read_text()) == {"evaluation": 4}
+def _record(run: str, reward: float, game: str = "lander", bot: str | None = "") -> EvalRecord:
+    result = EvalResult(reward, 1.0, 0.5, 10, None).to_dict()
+    chosen = f"bots/{run}.json" if bot == "" else bot
+    return EvalRecord(run, 100, chosen, game, result, "", None, "box-000000")
+
+
+def test_champion_is_the_best_committed_bot_of_each_game() -> None:
+    records = [_record(f"e{i}", reward) for i, reward in enumerate([50, 80, 60, 90, 70], 1)]
+    records += [
+        _record("godot1", 500.0, game="lander.x86_64"),  # another game: never lander's champion
+        _record("uncommitted", 95.0),  # its bot is not committed
+        _record("checkpoint", 99.0, bot=None),  # a checkpoint, no bot file
+    ]
+    committed = {f"bots/e{i}.json" for i in range(1, 6)} | {"bots/godot1.json"}
+    best = champions(records, committed.__contains__)
+    assert {game: record.run for game, record in best.items()} == {
+        "lander": "e4",
+        "lander.x86_64": "godot1",
+    }
+    assert champions(records[:1], committed.__contains__)["lander"].run == "e1"
+
+
+def test_evaluations_go_to_the_run_only_from_the_checkout_that_trained_it(
+    tmp_path: Path,
+) -> None:
+    """Another checkout's evaluation stays local, or goes to a file of its own when published."""
+    box, laptop = tmp_path / "box", tmp_path / "laptop"
+    record = RunRecord(run="r1", config=TrainConfig())
+    record.sessions.append({"checkout": checkout_id(box)})
+    for root in (box, laptop):
+        record.save(root / "checkpoints" / "r1" / "run.json")
+    result = EvalResult(10.0, 1.0, 0.5, 10, None)
+    on_box = record_evaluation(box, "r1", 100, None, result, None, "lander")
+    on_laptop = record_evaluation(laptop, "r1", 100, None, result, None, "lander")
+    published = record_evaluation(laptop, "r1", 100, None, result, None, "lander", publish=True)
+    no_run = record_evaluation(laptop, None, None, None, result, None, "lander", publish=True)
+    assert on_box.tracked and on_box.path == box / "checkpoints" / "r1" / "evaluations.jsonl"
+    assert not on_laptop.tracked and on_laptop.path == laptop / ".lander" / "evaluations.jsonl"
+    assert published.tracked and published.path.name == f"evaluations-{checkout_id(laptop)}.jsonl"
+    assert not no_run.tracked and no_run.path == on_laptop.path
+    assert [r.run for r in read_records([on_laptop.path])] == ["r1", ""]
+    assert checkout_id(box) != checkout_id(laptop)
 
 
 def test_trained_run_exports_a_bot_that_scores_as_its_checkpoint(
@@ -209,9 +238,9 @@ def test_train_flow_exports_evaluates_and_play_records_headless(
     assert (tmp_path / "bots" / "flow.json").is_file() and (
         tmp_path / "bots" / "flow.onnx"
     ).is_file()
-    history = load_history(tmp_path)
-    assert history["evaluations"][-1]["run"] == "flow"
-    assert champion_bot_path(tmp_path).is_file()
+    records = read_records([tmp_path / "checkpoints" / "flow" / "evaluations.jsonl"])
+    assert [record.run for record in records] == ["flow"]
+    assert committed_champions(tmp_path)["lander"].bot == "bots/flow.json"
     evaluated = run_cli(tmp_path, "eval", "flow", "--episodes", "8")
     assert evaluated.returncode == 0
     line = evaluated.stdout.strip().splitlines()[0]

@@ -20,7 +20,7 @@ from stable_baselines3.common.callbacks import BaseCallback
 
 from training.bots import evaluate_target, export_run, run_target
 from training.eval_callback import PeriodicEvaluation
-from training.eval_history import record_evaluation
+from training.eval_records import game_name, record_evaluation
 from training.evaluation import EvalResult, LanderSettings
 from training.run_paths import RunPaths, validate_run_name
 from training.run_record import now_iso
@@ -88,11 +88,13 @@ def run_sweep(
     console: Console,
     on_trial: Callable[[TrialResult], None] | None = None,
     git_commit: str | None = None,
+    tags: dict[str, Any] | None = None,
 ) -> optuna.Study:
     """Run trials until ``trials`` have finished (counting those of earlier sessions).
 
     :param base_overrides: train settings every trial shares (ports, game, ...).
     :param on_trial: called after each finished trial (commits and pushes).
+    :param tags: kept in every trial's run.json (whether git carries the sweep).
     """
     optuna.logging.set_verbosity(optuna.logging.WARNING)  # lander prints its own line per trial
     database, trials_log = sweep_paths(root, name)
@@ -132,8 +134,10 @@ def run_sweep(
         )
         overrides = {**base_overrides, **params, "timesteps": timesteps_per_trial, "eval_every": 0}
         console.print(f"[bold]trial {trial.number}[/] ({run}): {json.dumps(params)}")
-        tags = {"sweep": {"name": name, "trial": trial.number}}
-        request = TrainRequest(root, run, overrides, force=True, git_commit=git_commit, tags=tags)
+        trial_tags = {**(tags or {}), "sweep": {"name": name, "trial": trial.number}}
+        request = TrainRequest(
+            root, run, overrides, force=True, git_commit=git_commit, tags=trial_tags
+        )
         outcome = train(request, console, extra_callbacks=[*evaluation, pruning])
         state = "pruned" if pruning.pruned else outcome.status
         result = None
@@ -141,7 +145,8 @@ def run_sweep(
             export_run(root, run)
             target = run_target(root, run)
             result = evaluate_target(target, episodes, None, 0)
-            record_evaluation(root, run, target.timesteps, target.bot, result, git_commit)
+            game = game_name(target.trained)
+            record_evaluation(root, run, target.timesteps, target.bot, result, git_commit, game)
         finished = TrialResult(
             trial.number, run, params, state, result, outcome.record.total_timesteps
         )

@@ -48,6 +48,7 @@ from training.config import ConfigError, TrainConfig, apply_overrides, load_conf
 from training.environments import game_env_of, make_vec_env, wrap_normalization
 from training.eval_callback import PeriodicEvaluation
 from training.evaluation import EvalResult, LanderSettings
+from training.local_state import checkout_id
 from training.policy_tweaks import reset_action_std
 from training.run_paths import RunPaths
 from training.run_record import RunRecord, now_iso
@@ -423,6 +424,7 @@ def _start_record(plan: TrainPlan, request: TrainRequest, model: PPO) -> RunReco
             "reset_std": request.reset_std,
             "git_commit": request.git_commit,
             "host": socket.gethostname(),
+            "checkout": checkout_id(plan.paths.root),
         }
     )
     return record

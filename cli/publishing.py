@@ -1,0 +1,48 @@
+"""Commit some paths and push them, saying each step on one line.
+
+The one way lander publishes: a run's files at its end or mid-run, an evaluation
+record, a run named to ``lander push``. A failed commit or push never raises: the
+files stay where they are and ``lander status`` shows them as not pushed.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import git
+
+from cli.console import console
+from cli.git_sync import PushResult, commit_paths, push
+from training.run_paths import RunPaths
+from training.run_record import RunRecord
+
+
+def in_git(root: Path, run: str) -> bool:
+    """False for a run whose last session was trained with ``--no-git``."""
+    path = RunPaths(root, run).run_json
+    try:
+        return RunRecord.load(path).extra.get("git", True) is not False
+    except (FileNotFoundError, ValueError):
+        return True
+
+
+def publish_files(
+    root: Path, paths: list[str], message: str, warn_on_failure: bool = True
+) -> PushResult:
+    """Commit ``paths`` (nothing else) and push; report both steps (a failure as a yellow
+    warning, or not at all when the caller makes it its own error)."""
+    try:
+        sha = commit_paths(root, paths, message)
+    except git.GitCommandError as exc:
+        line = (exc.stderr or str(exc)).strip().splitlines()
+        result = PushResult(False, f"commit failed ({line[-1] if line else 'git failed'})")
+        if warn_on_failure:
+            console.print(f"[yellow]git: {result.message}[/]")
+        return result
+    console.print(f"git: committed {sha[:10]} ({message})" if sha else "git: nothing new to commit")
+    result = push(root)
+    if result.pushed:
+        console.print(f"[green]git: {result.message}[/]")
+    elif warn_on_failure:
+        console.print(f"[yellow]git: {result.message}[/]")
+    return result

@@ -1,0 +1,46 @@
+"""The results every clone agrees on: evaluation records and bots that are committed.
+
+``training.eval_records`` knows where records live; this module adds what git says
+is committed, so that ``lander status`` prints the same champions and best
+evaluations on every machine after a pull, and a champion never names a file that
+the repository does not hold.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from cli.git_sync import tracked
+from training.eval_records import (
+    EvalRecord,
+    best_by_run,
+    champions,
+    read_records,
+    record_files,
+)
+
+
+def committed_records(root: Path) -> list[EvalRecord]:
+    """Records in files git tracks (every file outside a repository)."""
+    files = record_files(root)
+    known = tracked(root, [str(path.relative_to(root)) for path in files])
+    if known is not None:
+        files = [path for path in files if str(path.relative_to(root)) in known]
+    return read_records(files)
+
+
+def committed_champions(root: Path) -> dict[str, EvalRecord]:
+    """The champion of each game, among committed records whose bot is committed."""
+    records = committed_records(root)
+    bots = sorted({record.bot for record in records if record.bot is not None})
+    known = tracked(root, bots)
+
+    def available(bot: str) -> bool:
+        return (root / bot).is_file() and (known is None or bot in known)
+
+    return champions(records, available)
+
+
+def committed_best_by_run(root: Path) -> dict[str, float]:
+    """Each run's best committed evaluation (mean reward)."""
+    return best_by_run(committed_records(root))
