@@ -611,6 +611,12 @@ def _valid_run(name: str) -> str:
         fail(str(exc))
 
 
+TRAINING_STACK = frozenset(
+    ("torch", "stable_baselines3", "onnx", "onnxruntime", "onnxscript", "optuna")
+)
+"""What the light install leaves out (pyproject's ``train`` extra)."""
+
+
 def main() -> None:
     """Console-script entry point.
 
@@ -619,6 +625,15 @@ def main() -> None:
     """
     try:
         app()
+    except ModuleNotFoundError as exc:
+        if (exc.name or "").split(".")[0] not in TRAINING_STACK:
+            raise
+        error_console.print(
+            f"[bold red]error:[/] this needs the training stack ({exc.name} is not installed): "
+            "run ./lander setup, or any training command through ./lander, to install it",
+            soft_wrap=True,
+        )
+        sys.exit(1)
     except KeyboardInterrupt:
         # Ctrl-C before a trainer took over the signal (while games start, say).
         error_console.print("[yellow]interrupted[/]")

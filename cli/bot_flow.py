@@ -23,9 +23,9 @@ from training.bots import (
     run_target,
 )
 from training.checkpoints import CheckpointError
+from training.errors import ExportError
 from training.eval_records import game_name, record_evaluation
 from training.evaluation import LanderSettings, evaluate_on_lander
-from training.export import ExportError
 from training.run_paths import InvalidRunName
 
 BOT_ERRORS = (BotFormatError, BridgeError, CheckpointError, ExportError, InvalidRunName)
@@ -133,8 +133,6 @@ def play_and_report(
     """``lander play``: fly the bot (in the bundled game, or in ``game_bin`` over the
     protocol), print its episodes, write the picture if asked."""
     from game_bridge.lander_game.play import Flight, play_bot, record_picture
-    from game_bridge.remote_flight import BridgeFlight
-    from game_bridge.vec_env import GameVecEnv
 
     if record is not None and record.suffix.lower() not in (".png", ".gif"):
         fail(f"--record writes a .png or .gif file, not {record.name!r}")
@@ -147,9 +145,12 @@ def play_and_report(
     trained = bot.spec.get("trained_with") or {}
     settings = lander_settings(trained)
     flight: Flight | None = None
-    env: GameVecEnv | None = None
+    env = None
     try:
         if game_bin is not None:
+            from game_bridge.remote_flight import BridgeFlight
+            from game_bridge.vec_env import GameVecEnv
+
             env = GameVecEnv(replay_launch_config(trained, game_bin, port, seed, agents))
             flight = BridgeFlight(env)
         trace = play_bot(

@@ -30,8 +30,8 @@ from game_bridge.errors import BridgeError
 from training.bots import evaluate_target, export_run, run_target
 from training.checkpoints import CheckpointError
 from training.config import ConfigError
+from training.errors import ExportError
 from training.eval_records import game_name, record_evaluation
-from training.export import ExportError
 from training.policy_tweaks import PolicyTweakError
 from training.run_paths import InvalidRunName, RunPaths
 from training.run_record import RunRecord

@@ -163,10 +163,10 @@ def smoke_test(game_bin: Path, port: int) -> CheckResult:
 
 
 def python_check() -> CheckResult:
-    """Python 3.10 or newer runs lander."""
+    """Python 3.11 or newer runs lander (tomllib, datetime.UTC)."""
     version = ".".join(map(str, sys.version_info[:3]))
-    ok = sys.version_info >= (3, 10)
-    return CheckResult("python", ok, version if ok else f"{version}: install Python 3.10 or newer")
+    ok = sys.version_info >= (3, 11)
+    return CheckResult("python", ok, version if ok else f"{version}: install Python 3.11 or newer")
 
 
 def venv_check(root: Path) -> CheckResult:

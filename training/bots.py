@@ -1,17 +1,20 @@
 """The glue between a run and its bot: export a run's checkpoint with the run's
-settings, and evaluate a bot or a checkpoint on the game it was trained on."""
+settings, and evaluate a bot or a checkpoint on the game it was trained on.
+
+A bot file is evaluated with numpy alone, so a laptop's light install (no torch, no
+Stable-Baselines3) can score it: what needs them is imported where it is used.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 
 from game_bridge.bot_runner import BotRunner
 from game_bridge.launcher import LaunchConfig, game_command
-from game_bridge.vec_env import GameVecEnv
 from training.checkpoints import find_resume_point
 from training.config import TrainConfig
 from training.evaluation import (
@@ -22,10 +25,11 @@ from training.evaluation import (
     evaluate_through_bridge,
     model_policy,
 )
-from training.export import ExportResult, export_policy
 from training.run_paths import RunPaths
 from training.run_record import RunRecord
-from training.trainer import load_for_inference
+
+if TYPE_CHECKING:
+    from training.export import ExportResult
 
 
 def trained_with(config: TrainConfig) -> dict[str, Any]:
@@ -70,6 +74,9 @@ def export_run(
 
     :raises CheckpointError, ExportError: nothing to export, or parity failed.
     """
+    from training.export import export_policy
+    from training.trainer import load_for_inference
+
     paths = RunPaths(root, run)
     model_path = (
         checkpoint if checkpoint is not None else find_resume_point(root, run, console).model
@@ -112,6 +119,8 @@ def run_target(root: Path, run: str, console: Console | None = None) -> EvalTarg
     paths = RunPaths(root, run)
     if paths.bot_json.exists():
         return bot_target(paths.bot_json)
+    from training.trainer import load_for_inference
+
     point = find_resume_point(root, run, console)
     model, normalizer = load_for_inference(point.model)
     record = _record_of(paths)
@@ -126,6 +135,8 @@ def evaluate_target(
     chosen = str(game_bin) if game_bin is not None else target.trained.get("game_bin")
     if chosen is None:
         return evaluate_on_lander(target.policy, episodes, seed, lander_settings(target.trained))
+    from game_bridge.vec_env import GameVecEnv
+
     game_args = target.trained.get("game_args") or {}
     agents = int(game_args.get("agents", target.trained.get("agents_per_instance") or 1))
     env = GameVecEnv(replay_launch_config(target.trained, chosen, port, seed, agents))

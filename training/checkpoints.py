@@ -15,10 +15,13 @@ import re
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rich.console import Console
-from stable_baselines3.common.base_class import BaseAlgorithm
-from stable_baselines3.common.vec_env import VecNormalize
+
+if TYPE_CHECKING:  # only types here: status and bots on a light install load this module
+    from stable_baselines3.common.base_class import BaseAlgorithm
+    from stable_baselines3.common.vec_env import VecNormalize
 
 from training.run_paths import RunPaths
 

@@ -9,11 +9,10 @@ from __future__ import annotations
 
 import json
 import math
+import tomllib
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
-
-import tomllib
 
 from game_bridge.protocol import DEFAULT_PORT
 

@@ -25,6 +25,7 @@ from stable_baselines3.common.torch_layers import FlattenExtractor
 from stable_baselines3.common.vec_env import VecNormalize
 
 from game_bridge.bot_runner import BOT_FORMAT, BOT_FORMAT_VERSION, BotRunner
+from training.errors import ExportError
 from training.evaluation import model_policy
 from training.run_record import now_iso, write_json_atomic
 
@@ -35,10 +36,6 @@ TIE_TOLERANCE = 1e-6
 (about 1 observation in 200,000 for a barely trained policy)."""
 ONNX_OPSET = 17
 _ACTIVATION_NAMES = {torch.nn.Tanh: "tanh", torch.nn.ReLU: "relu", torch.nn.Identity: "linear"}
-
-
-class ExportError(Exception):
-    """A policy that cannot be exported, or an export that failed its parity check."""
 
 
 @dataclass(frozen=True)
