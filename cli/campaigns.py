@@ -18,7 +18,7 @@ from cli.git_sync import (
 )
 from cli.operations import newest_run
 from cli.publishing import publish_files
-from cli.run_flow import USER_ERRORS, run_training, train_session
+from cli.run_flow import USER_ERRORS, train_session
 from cli.setup import with_remembered_game
 from cli.trainer_lock import TrainerBusy, TrainerLock
 from training.curriculum import Stage, load_plan, run_plan
@@ -29,18 +29,23 @@ from training.trainer import TrainRequest
 
 
 def next_run(root: Path, source: str | None, overrides: dict[str, Any], use_git: bool) -> int:
-    """Resume the previous run's final model as the next run name."""
-    previous = source or newest_run(root)
-    if previous is None:
-        fail("no runs in checkpoints/ to continue from")
-    try:
-        name = next_run_name(root, RunPaths(root, previous).run)
-    except InvalidRunName as exc:
-        fail(str(exc))
-    console.print(f"next run: {name}, resumed from {previous}")
+    """Resume the previous run's final model as the next run name. The name is chosen
+    after the pull, so a name another machine has pushed is seen as taken."""
     reset_std = overrides.pop("reset_std", None)
-    request = TrainRequest(root, name, overrides, resume=previous, reset_std=reset_std)
-    return run_training(request, use_git)
+    try:
+        with TrainerLock(root, source or "next") as lock:
+            if use_git:
+                console.print(f"git: {pull(root)}")
+            previous = source or newest_run(root)
+            if previous is None:
+                fail("no runs in checkpoints/ to continue from")
+            name = next_run_name(root, RunPaths(root, previous).run)
+            lock.name_run(name)
+            console.print(f"next run: {name}, resumed from {previous}")
+            request = TrainRequest(root, name, overrides, resume=previous, reset_std=reset_std)
+            return train_session(request, use_git)
+    except (TrainerBusy, GitSyncError, InvalidRunName) as exc:
+        fail(str(exc))
 
 
 def curriculum(root: Path, plan_file: Path, use_git: bool) -> int:

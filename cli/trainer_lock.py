@@ -70,12 +70,18 @@ class TrainerLock:
             raise TrainerBusy(
                 f"run {other!r} is training in this checkout; stop it first (lander stop {other})"
             ) from None
-        handle.seek(0)
-        handle.truncate()
-        handle.write(json.dumps({"run": self.run, "pid": os.getpid()}))
-        handle.flush()
         self._handle = handle
+        self.name_run(self.run)
         return self
+
+    def name_run(self, run: str) -> None:
+        """Say which run the holder trains (known only once it holds the lock: ``next``)."""
+        assert self._handle is not None
+        self.run = run
+        self._handle.seek(0)
+        self._handle.truncate()
+        self._handle.write(json.dumps({"run": run, "pid": os.getpid()}))
+        self._handle.flush()
 
     def __exit__(self, *_: object) -> None:
         if self._handle is not None:

@@ -47,6 +47,7 @@ from training.checkpoints import (
 from training.config import ConfigError, TrainConfig, apply_overrides, load_config_file
 from training.environments import game_env_of, make_vec_env, wrap_normalization
 from training.eval_callback import PeriodicEvaluation
+from training.eval_records import owns_run
 from training.evaluation import EvalResult, LanderSettings
 from training.local_state import checkout_id
 from training.policy_tweaks import reset_action_std
@@ -70,6 +71,10 @@ RESUMABLE_SETTINGS = (
 
 class RunExists(ConfigError):
     """Starting a run whose name is taken, without ``--resume`` or ``--force``."""
+
+
+class RunOfAnotherCheckout(ConfigError):
+    """Writing into a run that another checkout trained: its files have one writer."""
 
 
 @dataclass
@@ -155,6 +160,12 @@ def plan_training(request: TrainRequest, console: Console | None = None) -> Trai
     elif paths.exists() and not request.force:
         raise RunExists(
             f"run {request.run!r} already exists: use --resume {request.run} to continue it or --force to start over"
+        )
+    if paths.exists() and not owns_run(request.root, request.run):
+        # Two checkouts writing one run's files would collide in git.
+        raise RunOfAnotherCheckout(
+            f"run {request.run!r} was trained in another checkout, which alone writes its files: "
+            f"continue it there, or branch it here with: lander resume {request.run} --as NEW_NAME"
         )
     config = base
     if request.config_file is not None:
