@@ -9,7 +9,7 @@ from pathlib import Path
 
 from cli.console import console, fail
 from cli.dashboard import NoDashboardPort, choose_dashboard
-from cli.git_sync import let_into_git, run_paths_to_stage
+from cli.git_sync import keep_out_of_git, let_into_git, run_paths_to_stage
 from cli.publishing import in_git, publish_files
 from cli.tmux_sessions import (
     TRAIN_WINDOW,
@@ -115,6 +115,17 @@ def stop_run(root: Path, run: str, timeout: float) -> None:
     )
 
 
+def _let_trial_in(root: Path, run: str, record: RunRecord) -> None:
+    """A trial of a ``--no-git`` sweep is kept out with all its sweep's trials: lift that,
+    and keep the other trials out one by one."""
+    sweep = record.extra.get("sweep")
+    if not isinstance(sweep, dict) or not let_into_git(root, f"{sweep.get('name')}-t*"):
+        return
+    for path in (root / "checkpoints").glob(f"{sweep.get('name')}-t*/run.json"):
+        if path.parent.name != run and not in_git(root, path.parent.name):
+            keep_out_of_git(root, path.parent.name)
+
+
 def push_runs(root: Path, run: str | None = None) -> None:
     """``lander push``: commit and push every run meant for git that is not pushed yet;
     ``lander push RUN`` publishes that one run, even one trained with ``--no-git``."""
@@ -124,6 +135,7 @@ def push_runs(root: Path, run: str | None = None) -> None:
             fail(f"run {run!r} does not exist in checkpoints/ (lander status lists the runs)")
         if let_into_git(root, run) or not in_git(root, run):
             record = RunRecord.load(paths.run_json)
+            _let_trial_in(root, run, record)
             record.extra["git"] = True
             record.save(paths.run_json)
             console.print(f"run {run}: no longer kept out of git")

@@ -10,9 +10,11 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+import uuid
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import libtmux
 import pytest
 
 TESTS_DIR = Path(__file__).resolve().parent
@@ -91,6 +93,16 @@ def git(cwd: Path, *args: str) -> str:
     return subprocess.run(
         ["git", *args], cwd=cwd, env=env, capture_output=True, text=True, check=True
     ).stdout
+
+
+@pytest.fixture
+def tmux_socket() -> Iterator[str]:
+    """A private tmux server, killed afterwards with everything it ran."""
+    name = f"lander-test-{uuid.uuid4().hex[:8]}"
+    yield name
+    server = libtmux.Server(socket_name=name)
+    if server.is_alive():
+        server.kill()
 
 
 @pytest.fixture

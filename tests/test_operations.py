@@ -6,26 +6,13 @@ from __future__ import annotations
 import os
 import subprocess
 import urllib.request
-import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import libtmux
-import pytest
 
 from tests.conftest import GIT_IDENTITY, REPO_ROOT, SMALL, find_free_port_block, git, wait_until
 
 LANDER = REPO_ROOT / ".venv" / "bin" / "lander"
-
-
-@pytest.fixture
-def tmux_socket() -> Iterator[str]:
-    """A private tmux server, killed afterwards with everything it ran."""
-    name = f"lander-test-{uuid.uuid4().hex[:8]}"
-    yield name
-    server = libtmux.Server(socket_name=name)
-    if server.is_alive():
-        server.kill()
 
 
 def lander(

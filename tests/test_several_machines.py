@@ -11,11 +11,9 @@ import os
 import random
 import subprocess
 import threading
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import libtmux
 import pytest
 from rich.console import Console
 from typer.testing import CliRunner
@@ -88,15 +86,6 @@ def _table(root: Path) -> str:
         console.print(line)
     lines = console.export_text().splitlines()
     return "\n".join(lines[1:])
-
-
-@pytest.fixture
-def tmux_socket() -> Iterator[str]:
-    name = f"lander-test-{os.getpid()}-{random.randrange(1 << 30)}"
-    yield name
-    server = libtmux.Server(socket_name=name)
-    if server.is_alive():
-        server.kill()
 
 
 def _clones(checkout: tuple[Path, Path], tmp_path: Path, socket: str) -> tuple[Clone, Clone]:
@@ -224,6 +213,14 @@ def test_a_no_git_run_stays_out_until_pushed_by_name(
     box.lander("push", "quiet")
     assert git(box.root, "ls-files", "bots/quiet.json").strip() == "bots/quiet.json"
     assert git(box.root, "rev-parse", "HEAD") == git(checkout[1], "rev-parse", "main")
+    box.lander(
+        "sweep", "qs", "--trials", "2", "--timesteps-per-trial", "128", "--no-git",
+        "--in-process", "--n-parallel", "1", "--agents-per-instance", "4", "--n-steps", "32",
+    )  # fmt: skip
+    assert box.clean() == "", "a --no-git sweep's trials show nowhere in git"
+    box.lander("push", "qs-t0001")
+    assert git(box.root, "ls-files", "bots/qs-t0001.json").strip() == "bots/qs-t0001.json"
+    assert box.clean() == "", "the sweep's other trial stays out"
 
 
 def test_another_checkout_may_not_continue_a_run_in_place(
