@@ -13,6 +13,7 @@ from cli import train_flags as flags
 from cli.console import console, error_console, fail
 from cli.paths import project_root
 from game_bridge.protocol import DEFAULT_PORT
+from training.config import ConfigError
 
 app = typer.Typer(
     name="lander",
@@ -91,7 +92,7 @@ def train(
     resume: flags.Resume = None,
     reset_std: flags.ResetStd = None,
     force: flags.Force = False,
-    no_git: flags.NoGit = False,
+    git: flags.Git = None,
 ) -> None:
     """Train RUN in the foreground: PPO against the games, checkpoints, final save on Ctrl-C."""
     from cli.run_flow import run_training
@@ -108,7 +109,7 @@ def train(
         force=force,
         reset_std=reset_std,
     )
-    code = run_training(request, use_git=not no_git)
+    code = run_training(request, git)
     raise typer.Exit(code)
 
 
@@ -207,7 +208,7 @@ def sweep(
     push_every: Annotated[
         int, typer.Option(help="Trials between commits and pushes (0: only at the end).")
     ] = 1,
-    no_git: flags.NoGit = False,
+    git: flags.Git = None,
 ) -> None:
     """Search training settings with Optuna (TPE, median pruning); any train flag may follow."""
     from cli.campaigns import sweep as run
@@ -222,7 +223,7 @@ def sweep(
             space,
             overrides,
             push_every,
-            not no_git,
+            git is not False,
         )
     )
 
@@ -233,14 +234,14 @@ def next_(
     from_run: Annotated[
         str | None, typer.Option("--from", help="The run to continue (default: the newest run).")
     ] = None,
-    no_git: flags.NoGit = False,
+    git: flags.Git = None,
 ) -> None:
     """Train the next run (run03 -> run04) from the previous run's final model; train flags may follow."""
     from cli.campaigns import next_run
 
     source = _valid_run(from_run) if from_run else None
     overrides = _train_overrides(ctx, source or "next", list(ctx.args), allow_reset_std=True)
-    raise typer.Exit(next_run(project_root(), source, overrides, not no_git))
+    raise typer.Exit(next_run(project_root(), source, overrides, git))
 
 
 @app.command()
@@ -248,12 +249,12 @@ def curriculum(
     plan: Annotated[
         Path, typer.Argument(help="A plan YAML: stages with their runs, game args and budgets.")
     ],
-    no_git: flags.NoGit = False,
+    git: flags.Git = None,
 ) -> None:
     """Run a curriculum: stages in order, each resuming from the one before; stops at a failed stage."""
     from cli.campaigns import curriculum as run
 
-    raise typer.Exit(run(project_root(), plan, not no_git))
+    raise typer.Exit(run(project_root(), plan, git is not False))
 
 
 def _parse_train_args(ctx: typer.Context, run: str, args: list[str]) -> dict[str, Any]:
@@ -578,11 +579,11 @@ def dashboard(
 ) -> None:
     """Serve TensorBoard over logs/ in the foreground (every run's curves); if this
     checkout's dashboard already runs, print its address instead."""
-    from cli.dashboard import NoDashboardPort, choose_dashboard
+    from cli.dashboard import DashboardError, choose_dashboard
 
     try:
         choice = choose_dashboard(project_root(), host, port)
-    except NoDashboardPort as exc:
+    except DashboardError as exc:
         fail(str(exc))
     console.print(f"dashboard: {choice.url}  ({choice.note})")
     if choice.command is not None:
@@ -625,6 +626,10 @@ def main() -> None:
     """
     try:
         app()
+    except ConfigError as exc:
+        # A setting refused while flags are read (--game-arg without '=').
+        error_console.print(f"[bold red]error:[/] {exc}", soft_wrap=True)
+        sys.exit(1)
     except ModuleNotFoundError as exc:
         if (exc.name or "").split(".")[0] not in TRAINING_STACK:
             raise

@@ -18,7 +18,7 @@ from cli.git_sync import (
 )
 from cli.operations import newest_run
 from cli.publishing import publish_files
-from cli.run_flow import USER_ERRORS, train_session
+from cli.run_flow import USER_ERRORS, git_choice, train_session
 from cli.setup import with_remembered_game
 from cli.trainer_lock import TrainerBusy, TrainerLock
 from training.curriculum import Stage, load_plan, run_plan
@@ -28,13 +28,15 @@ from training.sweep import TrialResult, run_sweep
 from training.trainer import TrainRequest
 
 
-def next_run(root: Path, source: str | None, overrides: dict[str, Any], use_git: bool) -> int:
+def next_run(
+    root: Path, source: str | None, overrides: dict[str, Any], git_flag: bool | None
+) -> int:
     """Resume the previous run's final model as the next run name. The name is chosen
     after the pull, so a name another machine has pushed is seen as taken."""
     reset_std = overrides.pop("reset_std", None)
     try:
         with TrainerLock(root, source or "next") as lock:
-            if use_git:
+            if git_flag is not False:
                 console.print(f"git: {pull(root)}")
             previous = source or newest_run(root)
             if previous is None:
@@ -43,7 +45,7 @@ def next_run(root: Path, source: str | None, overrides: dict[str, Any], use_git:
             lock.name_run(name)
             console.print(f"next run: {name}, resumed from {previous}")
             request = TrainRequest(root, name, overrides, resume=previous, reset_std=reset_std)
-            return train_session(request, use_git)
+            return train_session(request, git_choice(request, git_flag))
     except (TrainerBusy, GitSyncError, InvalidRunName) as exc:
         fail(str(exc))
 

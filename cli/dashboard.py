@@ -107,8 +107,9 @@ class DashboardChoice:
         return dashboard_url(self.host, self.port)
 
 
-class NoDashboardPort(Exception):
-    """Every port tried is taken by something that is not this checkout's dashboard."""
+class DashboardError(Exception):
+    """No dashboard can be served as asked: a host that is not an address, a port out of
+    range, or every port tried taken by something that is not this checkout's dashboard."""
 
 
 def choose_dashboard(root: Path, host: str | None, port: int | None) -> DashboardChoice:
@@ -116,11 +117,19 @@ def choose_dashboard(root: Path, host: str | None, port: int | None) -> Dashboar
     free port from ``port`` on, and say why when it is not ``port``. Host and port not given
     are the ones this checkout used last; the choice is remembered (untracked, ``.lander/``).
 
-    :raises NoDashboardPort: the chosen port and the next ones are all taken.
+    :raises DashboardError: a bad host or port, or the port and the next ones all taken.
     """
     remembered = read_local(root, REMEMBERED)
     host = host or str(remembered.get("host") or DEFAULT_TB_HOST)
     wanted = port or int(remembered.get("port") or DEFAULT_TB_PORT)
+    if not 1 <= wanted <= 65535 - PORTS_TO_TRY:
+        raise DashboardError(
+            f"--tb-port must be between 1 and {65535 - PORTS_TO_TRY}, got {wanted}"
+        )
+    try:
+        socket.getaddrinfo(host, wanted, type=socket.SOCK_STREAM)
+    except (socket.gaierror, UnicodeError):
+        raise DashboardError(f"--tb-host {host!r} is not an address or host name") from None
     for candidate in range(wanted, wanted + PORTS_TO_TRY):
         if serves_logs_of(root, host, candidate):
             choice = DashboardChoice(
@@ -139,7 +148,7 @@ def choose_dashboard(root: Path, host: str | None, port: int | None) -> Dashboar
             )
             break
     else:
-        raise NoDashboardPort(
+        raise DashboardError(
             f"ports {wanted}-{wanted + PORTS_TO_TRY - 1} are all taken: choose one with --tb-port"
         )
     write_local(root, REMEMBERED, {"host": host, "port": candidate})

@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 
 from cli.console import console, fail
-from cli.dashboard import NoDashboardPort, choose_dashboard
+from cli.dashboard import DashboardError, choose_dashboard
 from cli.git_sync import keep_out_of_git, let_into_git, run_paths_to_stage
 from cli.publishing import in_git, publish_files
 from cli.tmux_sessions import (
@@ -52,7 +52,7 @@ def start_in_tmux(
         session.kill()  # the last trainer of this run has ended: start afresh
     try:
         dashboard = choose_dashboard(root, tb_host, tb_port)
-    except NoDashboardPort as exc:
+    except DashboardError as exc:
         fail(str(exc))
     try:
         command = command_args if command_args is not None else ["train", run, *train_args]

@@ -22,7 +22,7 @@ from cli.git_sync import (
     run_paths_to_stage,
     tracked,
 )
-from cli.publishing import publish_files
+from cli.publishing import in_git, publish_files
 from cli.results import committed_champions
 from cli.setup import with_remembered_game
 from cli.trainer_lock import TrainerBusy, TrainerLock
@@ -40,10 +40,25 @@ from training.trainer import TrainOutcome, TrainRequest, train
 USER_ERRORS = (ConfigError, CheckpointError, BridgeError, InvalidRunName, PolicyTweakError)
 
 
-def run_training(request: TrainRequest, use_git: bool) -> int:
+def git_choice(request: TrainRequest, flag: bool | None) -> bool:
+    """``--git``/``--no-git`` when given; else what the run being continued (or branched
+    from) chose, so resuming a ``--no-git`` run never commits it; else git."""
+    if flag is not None:
+        return flag
+    for name in (request.run, request.resume):
+        try:
+            if name is not None and RunPaths(request.root, name).exists():
+                return in_git(request.root, name)
+        except InvalidRunName:
+            continue  # a checkpoint path, not a run
+    return True
+
+
+def run_training(request: TrainRequest, git_flag: bool | None) -> int:
     """Run the whole flow for one session under the checkout's trainer lock; return the exit code."""
     try:
         RunPaths(request.root, request.run)
+        use_git = git_choice(request, git_flag)
         with TrainerLock(request.root, request.run):
             if use_git:
                 console.print(f"git: {pull(request.root)}")

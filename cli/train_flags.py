@@ -128,7 +128,14 @@ Force = Annotated[
         "--force", help="Start the run over even though it exists (removes its old files)."
     ),
 ]
-NoGit = Annotated[bool, typer.Option("--no-git", help="Skip git pull, commit and push.")]
+Git = Annotated[
+    bool | None,
+    typer.Option(
+        "--git/--no-git",
+        help="Pull, commit and push (default), or keep the run out of git. A resumed run "
+        "keeps the choice of the run it continues unless given.",
+    ),
+]
 
 
 CONFIG_FLAGS = frozenset(

@@ -18,9 +18,11 @@ from typing import Any
 
 import numpy as np
 import pytest
+import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from rich.console import Console
+from stable_baselines3.common.callbacks import BaseCallback
 
 from game_bridge import protocol
 from game_bridge.errors import PortInUse, ProtocolViolation
@@ -203,6 +205,41 @@ def test_sigkilled_trainer_leaves_no_games_and_resumes_from_its_newest_checkpoin
     assert not list(folder.glob("*.tmp"))
 
 
+class _BreaksAfterTwoRollouts(BaseCallback):
+    """A bug inside training: raised from a callback, as any library error would be."""
+
+    def __init__(self, port: int) -> None:
+        super().__init__()
+        self.port, self.rollouts, self.games = port, 0, list[int]()
+
+    def _on_step(self) -> bool:
+        return True
+
+    def _on_rollout_end(self) -> None:
+        self.rollouts += 1
+        if self.rollouts == 2:
+            self.games = game_pids(self.port) + game_pids(self.port + 1)
+            raise RuntimeError("a bug in a callback")
+
+
+def test_an_unexpected_error_inside_training_still_ends_in_order(
+    tmp_path: Path, port_block: Callable[[int], int]
+) -> None:
+    port = port_block(2)
+    breaks = _BreaksAfterTwoRollouts(port)
+    overrides = {"timesteps": 100_000, "n_parallel": 2, "agents_per_instance": 2, "port": port}
+    outcome = train(TrainRequest(tmp_path, "broken", overrides), QUIET, extra_callbacks=[breaks])
+    assert outcome.status == "failed" and outcome.exit_code == 1
+    assert outcome.error == "RuntimeError: a bug in a callback"
+    assert outcome.final_saved and (tmp_path / "checkpoints" / "broken" / "final.zip").is_file()
+    record = RunRecord.load(tmp_path / "checkpoints" / "broken" / "run.json")
+    assert record.status == "failed" and record.error == outcome.error
+    assert len(breaks.games) == 2
+    wait_until(lambda: not any(alive(pid) for pid in breaks.games), 15, "the games to be closed")
+    log = (tmp_path / "logs" / "broken" / "train.log").read_text()
+    assert "Traceback" in log and "run broken failed" in log
+
+
 def test_full_disk_gives_a_clear_error_and_leaves_earlier_checkpoints_intact(
     tmp_path: Path, port_block: Callable[[int], int]
 ) -> None:
@@ -297,6 +334,9 @@ def test_bad_input_is_one_line_a_non_zero_exit_and_nothing_written(tmp_path: Pat
     settings_file.write_text("warp_factor = 9\n")
     wrong_kind = tmp_path / "kind.toml"
     wrong_kind.write_text('n_parallel = "four"\n')
+    text_game = tmp_path / "notes.x86_64"  # executable, but text: the kernel will not run it
+    text_game.write_text("some notes\n")
+    text_game.chmod(0o755)
     cases = [
         (["train", "x", "--no-git", "--game-bin", str(not_executable)], "is not executable"),
         (
@@ -310,7 +350,18 @@ def test_bad_input_is_one_line_a_non_zero_exit_and_nothing_written(tmp_path: Pat
         (["train", "x", "--no-git", "--config", str(wrong_kind)], "n_parallel must be int"),
         (["export", "nothing"], "has no checkpoints folder"),
         (["play", str(tmp_path / "missing.json")], "cannot read bot"),
+        (["train", "x", "--no-git", "--game-arg", "difficulty"], "--game-arg expects KEY=VALUE"),
+        (["train", "x", "--no-git", "--seed", "-1"], "seed must be 0 or more"),
+        (["train", "x", "--no-git", "--learning-rate", "nan"], "learning-rate must be a finite"),
+        (["train", "x", "--no-git", "--ent-coef", "inf"], "ent-coef must be a finite number"),
+        (["train", "x", "--no-git", "--speedup", "nan"], "speedup must be a finite number"),
+        (["train", "x", "--no-git", "--timesteps", "1" + "0" * 20], "timesteps must be at most"),
+        (["train", "x", "--no-git", "--game-bin", str(text_game)], "Exec format error"),
+        (["export", "x", "--checkpoint", str(not_a_model)], "is not a lander/SB3 model"),
+        (["start", "x", "--tb-host", "127.0.0.1;x"], "is not an address or host name"),
     ]
+    if not torch.cuda.is_available():
+        cases.append((["train", "x", "--no-git", "--device", "cuda"], "sees no CUDA device"))
     for args, message in cases:
         result = cli(tmp_path, *args)
         assert result.returncode != 0, args
@@ -319,6 +370,7 @@ def test_bad_input_is_one_line_a_non_zero_exit_and_nothing_written(tmp_path: Pat
         assert len(result.stderr.strip().splitlines()) <= 2
     assert not (tmp_path / "checkpoints").exists()
     assert not (tmp_path / "bots").exists()
+    assert not (tmp_path / "logs").exists() or not any((tmp_path / "logs").iterdir())
 
 
 # -- property-based fuzzing -------------------------------------------------------

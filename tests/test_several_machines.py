@@ -202,6 +202,9 @@ def test_a_no_git_run_stays_out_until_pushed_by_name(
     cfg = str(box.root / "tiny.toml")
     box.lander("train", "quiet", "--config", cfg, "--no-git")
     assert box.clean() == "", "a --no-git run shows nowhere in git"
+    head = git(box.root, "rev-parse", "HEAD")
+    box.lander("train", "quiet", "--resume", "quiet", "--config", cfg)  # no flag: stays out
+    assert box.clean() == "" and git(box.root, "rev-parse", "HEAD") == head
     box.lander("train", "loud", "--config", cfg)
     committed = git(box.root, "show", "--name-only", "--format=", "HEAD").split()
     assert committed and all(

@@ -78,9 +78,7 @@ def export_run(
     from training.trainer import load_for_inference
 
     paths = RunPaths(root, run)
-    model_path = (
-        checkpoint if checkpoint is not None else find_resume_point(root, run, console).model
-    )
+    model_path = find_resume_point(root, str(checkpoint) if checkpoint else run, console).model
     record = _record_of(paths)
     model, normalizer = load_for_inference(model_path)
     return export_policy(

@@ -120,6 +120,22 @@ def is_valid_checkpoint(path: Path) -> bool:
         return False
 
 
+def policy_loads(path: Path) -> bool:
+    """True when the checkpoint's weights load: a zip whose CRCs pass can still hold a
+    ``policy.pth`` written wrongly. Without torch (a light install) it cannot be tried."""
+    try:
+        import torch
+    except ImportError:
+        return True
+    try:
+        with zipfile.ZipFile(path) as archive:
+            data = archive.read("policy.pth")
+        torch.load(io.BytesIO(data), map_location="cpu", weights_only=True)
+    except Exception:  # any unpickling or format error: this file cannot be resumed
+        return False
+    return True
+
+
 def saved_timesteps(path: Path) -> int | None:
     """The ``num_timesteps`` stored in a model file, or None when it cannot be read."""
     try:
@@ -155,7 +171,7 @@ def find_resume_point(root: Path, source: str, console: Console | None = None) -
     if candidate.suffix == ".zip" or candidate.is_file():
         if not candidate.is_file():
             raise CheckpointError(f"checkpoint {source!r} does not exist")
-        if not is_valid_checkpoint(candidate):
+        if not (is_valid_checkpoint(candidate) and policy_loads(candidate)):
             raise CheckpointError(f"{source!r} is not a lander/SB3 model checkpoint")
         return ResumePoint(candidate.resolve(), None)
     paths = RunPaths(root, source)
@@ -165,7 +181,8 @@ def find_resume_point(root: Path, source: str, console: Console | None = None) -
     for rank, option in enumerate([*rotating_checkpoints(paths.checkpoints), paths.final]):
         if not option.exists():
             continue
-        steps = saved_timesteps(option) if is_valid_checkpoint(option) else None
+        usable = is_valid_checkpoint(option) and policy_loads(option)
+        steps = saved_timesteps(option) if usable else None
         if steps is None:
             if console is not None:
                 console.print(f"[yellow]warning:[/] skipping corrupt checkpoint {option}")

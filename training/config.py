@@ -21,6 +21,10 @@ class ConfigError(ValueError):
     """A configuration file or value that cannot be used."""
 
 
+MAX_TIMESTEPS = 10**12
+"""A trillion steps: beyond any run, and far inside the int64 step counters."""
+
+
 @dataclass
 class TrainConfig:
     """Every setting of a training run, with its default."""
@@ -100,6 +104,12 @@ class TrainConfig:
                 raise ConfigError(
                     f"{name.replace('_', '-')} must be at least 1, got {getattr(self, name)}"
                 )
+        if self.seed < 0:
+            raise ConfigError(f"seed must be 0 or more, got {self.seed}")
+        if self.timesteps > MAX_TIMESTEPS:
+            raise ConfigError(
+                f"timesteps must be at most {MAX_TIMESTEPS:,}, got {self.timesteps:,}"
+            )
         if not 1 <= self.port <= 65535 - self.n_parallel:
             raise ConfigError(
                 f"port must leave room for {self.n_parallel} instances below 65536, got {self.port}"

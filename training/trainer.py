@@ -12,6 +12,7 @@ import pickle
 import shutil
 import signal
 import socket
+import traceback
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -177,6 +178,11 @@ def plan_training(request: TrainRequest, console: Console | None = None) -> Trai
         raise ConfigError(f"--reset-std must be positive, got {request.reset_std}")
     if request.reset_std is not None and resume_point is None:
         raise ConfigError("--reset-std applies to a resumed policy: add --resume RUN")
+    if config.device.startswith("cuda") and not torch.cuda.is_available():
+        raise ConfigError(
+            f"--device {config.device}: torch {torch.__version__} sees no CUDA device here; "
+            "use --device auto or cpu"
+        )
     return TrainPlan(paths, config, resume_point, parent, previous)
 
 
@@ -242,8 +248,17 @@ def _build_model(plan: TrainPlan, env: VecEnv, request: TrainRequest) -> PPO:
     return model
 
 
+def _describe(exc: BaseException) -> str:
+    """One line for an unexpected exception: its kind and message (an OSError's reason and file)."""
+    if isinstance(exc, OSError) and exc.strerror:
+        return exc.strerror + (f" ({exc.filename})" if exc.filename else "")
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0] if text else ''}".rstrip(": ")
+
+
 class _LogFile:
-    """Appends timestamped plain lines to the run's ``train.log``."""
+    """Appends timestamped plain lines to the run's ``train.log``; a line that cannot be
+    written (a full disk) is dropped rather than ending the run."""
 
     def __init__(self, path: Path) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -251,8 +266,11 @@ class _LogFile:
 
     def __call__(self, line: str) -> None:
         stamp = datetime.now(UTC).strftime("%Y-%m-%d %H:%M:%S")
-        with self.path.open("a") as handle:
-            handle.write(f"{stamp} {line}\n")
+        try:
+            with self.path.open("a") as handle:
+                handle.write(f"{stamp} {line}\n")
+        except OSError:
+            pass
 
 
 @contextmanager
@@ -301,7 +319,13 @@ def train(
         shutil.rmtree(paths.checkpoints, ignore_errors=True)
         shutil.rmtree(paths.logs, ignore_errors=True)
     leftovers = remove_temporary_files(paths.checkpoints)
-    env = make_vec_env(config, paths.games_log_dir)
+    new_run = not paths.logs.exists()
+    try:
+        env = make_vec_env(config, paths.games_log_dir)
+    except BaseException:
+        if new_run:  # a run whose games never started leaves nothing behind
+            shutil.rmtree(paths.logs, ignore_errors=True)
+        raise
     try:
         saved_normalizer = (
             normalization_path(plan.resume_point.model) if plan.resume_point else None
@@ -363,6 +387,12 @@ def train(
             status, error, exit_code = "failed", str(exc), 1
         except KeyboardInterrupt:
             status, error, exit_code = "interrupted", "aborted by a second signal", 130
+        except Exception as exc:
+            # Whatever else breaks inside PPO or a callback (a full disk, a bug, a
+            # library error) ends like a game fault: games closed, final.zip, a status
+            # and its reason in run.json, one line. The traceback goes to train.log.
+            status, error, exit_code = "failed", _describe(exc), 1
+            log("".join(traceback.format_exception(exc)).rstrip())
         if status == "finished" and stop.reason is not None:
             status = "interrupted"
             exit_code = (
@@ -381,7 +411,15 @@ def train(
     _note_progress(record, model, progress)
     record.status, record.error = status, error
     record.sessions[-1].update(ended_at=now_iso(), status=status, end_timesteps=model.num_timesteps)
-    record.save(paths.run_json)
+    try:
+        record.save(paths.run_json)
+    except OSError as exc:
+        status, exit_code = "failed", 1
+        error = (
+            f"{error}; also run.json could not be written ({_describe(exc)})"
+            if error
+            else (f"run.json could not be written ({_describe(exc)})")
+        )
     message = f"run {paths.run} {status} at {model.num_timesteps:,} steps" + (
         f": {error}" if error else ""
     )
