@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import sys
 from pathlib import Path
 from typing import Annotated, Any
@@ -618,14 +619,27 @@ TRAINING_STACK = frozenset(
 """What the light install leaves out (pyproject's ``train`` extra)."""
 
 
+class Terminated(BaseException):
+    """SIGTERM outside training (which handles it as a graceful stop): unwinds like an
+    error, so what is being set up (games being launched) is closed on the way out."""
+
+
+def _terminated(_signum: int, _frame: object) -> None:
+    raise Terminated
+
+
 def main() -> None:
     """Console-script entry point.
 
     The last guard against a traceback: an operating-system error that no command
     expected (a full disk, a vanished folder) ends as one red line.
     """
+    signal.signal(signal.SIGTERM, _terminated)
     try:
         app()
+    except Terminated:
+        error_console.print("[yellow]terminated[/] (SIGTERM)")
+        sys.exit(128 + signal.SIGTERM)
     except ConfigError as exc:
         # A setting refused while flags are read (--game-arg without '=').
         error_console.print(f"[bold red]error:[/] {exc}", soft_wrap=True)

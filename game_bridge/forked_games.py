@@ -24,6 +24,8 @@ import time
 from pathlib import Path
 from typing import IO, Any, Protocol
 
+from game_bridge.orphans import die_with_this_process
+
 _SERVER_MODULE = "game_bridge.lander_game.forkserver"
 _REPLY_TIMEOUT_S = 30.0
 _WAIT_SLICE_S = 0.25
@@ -72,6 +74,7 @@ class ForkServer:
                 stdout=subprocess.PIPE,
                 env=environment,
                 start_new_session=True,  # Ctrl-C reaches the trainer only, as for launched games
+                preexec_fn=die_with_this_process(),  # and its games die with it (see forkserver)
             )
         except OSError as exc:
             raise ForkServerError(f"cannot start the game fork server: {exc}") from None

@@ -26,6 +26,7 @@ from game_bridge.errors import (
     ProtocolViolation,
 )
 from game_bridge.forked_games import ForkServerError, GameProcess, fork_server
+from game_bridge.orphans import die_with_this_process
 
 _POLL_SLICE_S = 0.25
 """How often a waiting read checks whether the game process is still alive."""
@@ -84,7 +85,8 @@ class GameInstance:
         """Launch the game process, its output going to ``output_path``.
 
         The game gets its own session, so a Ctrl-C in the trainer's terminal
-        reaches only the trainer, which then closes the games in order.
+        reaches only the trainer, which then closes the games in order; and it is
+        killed if the trainer dies first (:mod:`game_bridge.orphans`).
         """
         output_path.parent.mkdir(parents=True, exist_ok=True)
         self.output_path = output_path
@@ -97,6 +99,7 @@ class GameInstance:
                 stdout=self._output_file,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
+                preexec_fn=die_with_this_process(),
             )
         except OSError as exc:
             self._output_file.close()

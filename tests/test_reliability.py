@@ -11,6 +11,7 @@ import os
 import resource
 import signal
 import subprocess
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -238,6 +239,61 @@ def test_an_unexpected_error_inside_training_still_ends_in_order(
     wait_until(lambda: not any(alive(pid) for pid in breaks.games), 15, "the games to be closed")
     log = (tmp_path / "logs" / "broken" / "train.log").read_text()
     assert "Traceback" in log and "run broken failed" in log
+
+
+def _pids_with(marker: str) -> list[int]:
+    """Processes whose command line holds ``marker``."""
+    found = []
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            if marker.encode() in cmdline.read_bytes():
+                found.append(int(cmdline.parent.name))
+        except OSError:
+            continue
+    return found
+
+
+def test_no_game_outlives_a_trainer_killed_mid_step_or_terminated_mid_launch(
+    tmp_path: Path, port_block: Callable[[int], int]
+) -> None:
+    env = {**os.environ, "LANDER_HOME": str(tmp_path)}
+    # A game that stops reading its socket mid-run, and a trainer killed while it waits.
+    hanging = game_executable(tmp_path / "hangs.x86_64", faulty(tmp_path, "hang", after=5))
+    port = port_block(2)
+    trainer = subprocess.Popen(
+        [str(LANDER), "train", "stuck", "--no-git", "--game-bin", str(hanging), "--port", str(port),
+         "--n-parallel", "1", "--read-timeout", "300", "--max-restarts-per-minute", "0"],
+        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    try:
+        wait_until(lambda: bool(game_pids(port)), 120, "the game to connect")
+        games = game_pids(port)
+        wait_until(
+            lambda: (tmp_path / "markers").exists() and any((tmp_path / "markers").iterdir()),
+            60,
+            "the hang",
+        )
+    finally:
+        trainer.kill()
+        trainer.wait(timeout=10)
+    wait_until(lambda: not any(alive(pid) for pid in games), 15, "the hanging game to die")
+
+    # SIGTERM while the games are still starting: one line, and no game left behind.
+    marker = f"slow-start-{port}"
+    slow = game_executable(
+        tmp_path / "slow.x86_64", [sys.executable, "-c", "import time; time.sleep(300)", marker]
+    )
+    launching = subprocess.Popen(
+        [str(LANDER), "train", "early", "--no-git", "--game-bin", str(slow), "--port", str(port_block(2))],
+        env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    wait_until(lambda: bool(_pids_with(marker)), 60, "the slow game to start")
+    started = _pids_with(marker)
+    launching.send_signal(signal.SIGTERM)
+    _, stderr = launching.communicate(timeout=30)
+    assert launching.returncode == 128 + signal.SIGTERM and "terminated" in stderr
+    assert "Traceback" not in stderr
+    wait_until(lambda: not any(alive(pid) for pid in started), 15, "the slow game to be closed")
 
 
 def test_full_disk_gives_a_clear_error_and_leaves_earlier_checkpoints_intact(

@@ -13,12 +13,15 @@ It talks to the trainer over its standard input and output, one JSON object a li
 - out, whenever a game ends: ``{"exited": 1234, "code": 0}`` (``-N`` for signal N, as
   :meth:`subprocess.Popen.poll` reports it)
 
-It quits when its input closes (the trainer is gone); the games it forked do not
-depend on it and quit when their trainer's connection closes.
+It quits when its input closes (the trainer is gone). On Linux it is killed when the
+trainer dies, and its games when it dies; elsewhere the games quit when their
+trainer's connection closes.
 """
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import json
 import os
 import selectors
@@ -30,11 +33,12 @@ from typing import Any
 from game_bridge.lander_game import client
 
 
-def _run_game(argv: list[str], output: str, keep_fds: tuple[int, ...]) -> None:
+def _run_game(argv: list[str], output: str, keep_fds: tuple[int, ...], server: int) -> None:
     """In the forked child: become a game process of its own and never return."""
     code = 1
     try:
         os.setsid()  # like a launched game: a Ctrl-C for the trainer does not reach it
+        _die_with_server(server)
         signal.set_wakeup_fd(-1)
         for number in (signal.SIGCHLD, signal.SIGINT, signal.SIGTERM, signal.SIGPIPE):
             signal.signal(number, signal.SIG_DFL)
@@ -54,6 +58,17 @@ def _run_game(argv: list[str], output: str, keep_fds: tuple[int, ...]) -> None:
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(code)
+
+
+def _die_with_server(server: int) -> None:
+    """Linux: this game gets SIGKILL when the server dies, and the server gets it when the
+    trainer dies, so no game outlives a trainer killed by any means."""
+    if not sys.platform.startswith("linux"):
+        return
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # 1: PR_SET_PDEATHSIG
+    if os.getppid() != server:
+        os._exit(1)
 
 
 def _reap(out: Any) -> None:
@@ -86,6 +101,7 @@ def serve() -> None:
     selector.register(requests, selectors.EVENT_READ)
     selector.register(wake_r, selectors.EVENT_READ)
     pending = b""
+    server = os.getpid()
     while True:
         for key, _ in selector.select():
             if key.fileobj == wake_r:
@@ -112,7 +128,7 @@ def serve() -> None:
                     _reply(out, {"error": f"cannot fork: {exc.strerror or exc}"})
                     continue
                 if pid == 0:
-                    _run_game(argv, output, (wake_r, wake_w))
+                    _run_game(argv, output, (wake_r, wake_w), server)
                 _reply(out, {"pid": pid})
 
 
