@@ -38,6 +38,11 @@ class InstanceTimeout(BridgeError):
     """The game did not answer within the read timeout."""
 
 
+class Interrupted(BridgeError):
+    """A wait for a game was cut short because the user stopped the run (Ctrl-C, SIGTERM):
+    not the game's fault, so never a reason to restart it."""
+
+
 class ProtocolViolation(BridgeError):
     """The game sent something the protocol does not allow.
 

@@ -12,6 +12,7 @@ import errno
 import socket
 import struct
 import subprocess
+import threading
 import time
 from pathlib import Path
 from typing import IO, Any
@@ -21,15 +22,32 @@ from game_bridge.errors import (
     FrameTooLarge,
     InstanceDied,
     InstanceTimeout,
+    Interrupted,
     LaunchError,
     PortInUse,
     ProtocolViolation,
 )
 from game_bridge.forked_games import ForkServerError, GameProcess, fork_server
 from game_bridge.orphans import die_with_this_process
+from game_bridge.peer_check import connected_by
 
 _POLL_SLICE_S = 0.25
 """How often a waiting read checks whether the game process is still alive."""
+
+_stop_waiting = threading.Event()
+
+
+def interrupt_waits() -> None:
+    """Make every wait for a game end within one poll slice with :class:`Interrupted` (the
+    trainer calls it from its signal handler: a stop must not wait out a hung game)."""
+    _stop_waiting.set()
+
+
+def allow_waits() -> None:
+    """Let waits run to their deadline again (a new training session)."""
+    _stop_waiting.clear()
+
+
 OUTPUT_TAIL_BYTES = 2000
 
 
@@ -63,6 +81,7 @@ class GameInstance:
         self._reader = protocol.FrameReader(self._recv, max_frame_bytes)
         self._deadline = 0.0  # of the reply being read
         self.faulted = False
+        self.refused = 0  # connections from processes that are not this game
         self.listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         # SO_REUSEADDR lets a restarted trainer reuse a port in TIME_WAIT; it does
         # not let two live listeners share one port on Linux.
@@ -117,6 +136,13 @@ class GameInstance:
         except ForkServerError as exc:
             raise LaunchError(self.index, str(exc)) from None
 
+    def _note(self, line: str) -> None:
+        """Add a line of lander's own to the game's log."""
+        if self.output_path is None:
+            return
+        with contextlib.suppress(OSError), self.output_path.open("a") as handle:
+            handle.write(line + "\n")
+
     def output_tail(self, limit: int = OUTPUT_TAIL_BYTES) -> str:
         """The last lines the game printed, for error messages."""
         if self.output_path is None or not self.output_path.exists():
@@ -152,10 +178,23 @@ class GameInstance:
         return self._conn is not None
 
     def try_accept(self) -> bool:
-        """Accept the game's connection if it is waiting; never blocks."""
+        """Accept the game's connection if it is waiting; never blocks.
+
+        A connection from a process that is not this instance's game (nor one it
+        started) is closed and noted in the game's log, and the port keeps waiting
+        for the real game (:mod:`game_bridge.peer_check`).
+        """
         try:
-            conn, _ = self.listener.accept()
+            conn, peer = self.listener.accept()
         except BlockingIOError:
+            return False
+        if self.process is not None and connected_by(conn, self.process.pid) is False:
+            conn.close()
+            self.refused += 1
+            self._note(
+                f"lander: refused a connection to port {self.port} from {peer[0]}:{peer[1]}: "
+                "it is not this instance's game"
+            )
             return False
         # A blocking socket with kernel-side timeouts (SO_RCVTIMEO/SO_SNDTIMEO):
         # each read is one recv syscall, where Python's settimeout() would add a
@@ -179,6 +218,7 @@ class GameInstance:
             try:
                 sent = self._conn.send(view)
             except (BlockingIOError, TimeoutError):
+                self._check_interrupt()
                 if self.exit_code() is not None:
                     raise self._died("the game exited") from None
                 if time.monotonic() > deadline:
@@ -196,6 +236,10 @@ class GameInstance:
         """Frame and write one message."""
         self.send_bytes(protocol.encode_message(message))
 
+    def _check_interrupt(self) -> None:
+        if _stop_waiting.is_set():
+            raise Interrupted(self.index, "stopped while waiting for the game")
+
     def _recv(self, size: int) -> bytes:
         """One read for the frame reader: waits in slices until data, the end of the
         stream (b""), a dead process or the reply's deadline."""
@@ -211,6 +255,7 @@ class GameInstance:
             try:
                 return self._conn.recv(size)
             except (BlockingIOError, TimeoutError):
+                self._check_interrupt()
                 if self.exit_code() is not None:
                     raise self._died("the game exited") from None
             except OSError as exc:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import selectors
+import socket
 import sys
 import tempfile
 import time
@@ -65,6 +66,7 @@ class LaunchConfig:
     :param fork_bundled: when ``command`` is the bundled game, fork its instances
         from one server that has imported it (milliseconds each) instead of
         starting a fresh Python per instance (about 0.1 s of CPU each).
+    :param moved_ports: instances a restart moved off a port that another process took.
     """
 
     command: list[str] = field(default_factory=bundled_game_command)
@@ -82,6 +84,11 @@ class LaunchConfig:
     auto_port: bool = True
     fast_wire: bool = False
     fork_bundled: bool = True
+    moved_ports: dict[int, int] = field(default_factory=dict)
+
+    def port_of(self, index: int) -> int:
+        """Instance ``index``'s port: ``base_port + index``, unless a restart moved it."""
+        return self.moved_ports.get(index, self.base_port + index)
 
     @property
     def forks_bundled_game(self) -> bool:
@@ -91,7 +98,7 @@ class LaunchConfig:
     def arguments(self, index: int) -> list[str]:
         """The launch arguments of instance ``index``, as PROTOCOL.md lists them."""
         args = [
-            f"--port={self.base_port + index}",
+            f"--port={self.port_of(index)}",
             f"--env_seed={self.seed + index}",
             "--disable-render-loop",
             "--headless",
@@ -160,6 +167,24 @@ def _listen_all(config: LaunchConfig, indices: list[int]) -> list[GameInstance]:
     raise first_error
 
 
+def _listen_one(config: LaunchConfig, index: int) -> GameInstance:
+    """The listener of one restarted instance. Its port taken meanwhile by another
+    process: move it to a free port the kernel picks (``config.moved_ports``)."""
+    try:
+        return GameInstance(
+            index, config.port_of(index), config.host, config.read_timeout, config.max_frame_bytes
+        )
+    except PortInUse:
+        if not config.auto_port:
+            raise
+    with socket.socket() as probe:
+        probe.bind((config.host, 0))
+        config.moved_ports[index] = probe.getsockname()[1]
+    return GameInstance(
+        index, config.port_of(index), config.host, config.read_timeout, config.max_frame_bytes
+    )
+
+
 def launch_instances(
     config: LaunchConfig, indices: list[int] | None = None
 ) -> tuple[list[GameInstance], list[EnvInfo]]:
@@ -180,14 +205,7 @@ def launch_instances(
         config.output_dir = Path(tempfile.mkdtemp(prefix="lander-games-"))
     chosen = list(range(config.n_instances)) if indices is None else indices
     instances = (
-        _listen_all(config, chosen)
-        if indices is None
-        else [
-            GameInstance(
-                i, config.base_port + i, config.host, config.read_timeout, config.max_frame_bytes
-            )
-            for i in chosen
-        ]
+        _listen_all(config, chosen) if indices is None else [_listen_one(config, i) for i in chosen]
     )
     try:
         for instance in instances:

@@ -292,7 +292,10 @@ class ObservationCodec:
         if isinstance(space, spaces.Discrete):
             return np.asarray(values, dtype=np.int64).reshape(len(values))
         assert isinstance(space, spaces.Box)
-        return np.asarray(values, dtype=np.float32).reshape((len(values), *space.shape))
+        # A number beyond float32 becomes infinity, which the bridge then refuses as a
+        # game fault by name; numpy's overflow warning would only add noise.
+        with np.errstate(over="ignore"):
+            return np.asarray(values, dtype=np.float32).reshape((len(values), *space.shape))
 
     def decode(
         self, observations: Any, n_agents: int, instance: int | None

@@ -16,7 +16,7 @@ import numpy as np
 from stable_baselines3.common.vec_env.base_vec_env import VecEnv, VecEnvObs, VecEnvStepReturn
 
 from game_bridge import protocol
-from game_bridge.errors import BridgeError, ProtocolViolation
+from game_bridge.errors import BridgeError, Interrupted, ProtocolViolation
 from game_bridge.instance import GameInstance
 from game_bridge.launcher import LaunchConfig, close_instances, launch_instances
 from game_bridge.spaces import ActionCodec, EnvInfo, ObservationCodec
@@ -69,6 +69,7 @@ class GameVecEnv(VecEnv):
         self.config = config
         self.max_restarts_per_minute = max_restarts_per_minute
         self.restarts: list[Restart] = []
+        self.port_moves: list[tuple[int, int, int]] = []  # (instance, old port, new port)
         self._send_faults: dict[int, BridgeError] = {}
         self.instances, infos = launch_instances(config)
         try:
@@ -156,7 +157,7 @@ class GameVecEnv(VecEnv):
             try:
                 instance.send_bytes(frame)
             except BridgeError as exc:
-                if not self.max_restarts_per_minute:
+                if not self.max_restarts_per_minute or isinstance(exc, Interrupted):
                     raise
                 self._send_faults[instance.index] = exc  # handled in step_wait
 
@@ -240,7 +241,7 @@ class GameVecEnv(VecEnv):
                 decoded, reward, done, info = self._read_step(instance)
                 _check_finite(instance, decoded, reward)
             except BridgeError as exc:
-                if not self.max_restarts_per_minute:
+                if not self.max_restarts_per_minute or isinstance(exc, Interrupted):
                     raise
                 decoded = self._restart(index, exc)
                 infos.extend(self._restart_infos(index, exc))
@@ -285,7 +286,16 @@ class GameVecEnv(VecEnv):
             )
         old.faulted = True
         close_instances([old])
-        started, infos = launch_instances(self.config, [index])
+        port = self.config.port_of(index)
+        try:
+            started, infos = launch_instances(self.config, [index])
+        except Interrupted:
+            raise
+        except BridgeError as relaunch:
+            # A failed relaunch is one more restart, within the same limit.
+            return self._restart(index, relaunch)
+        if self.config.port_of(index) != port:
+            self.port_moves.append((index, port, self.config.port_of(index)))
         fresh = started[0]
         try:
             if not infos[0].same_layout(self.env_info) or (
@@ -296,6 +306,11 @@ class GameVecEnv(VecEnv):
                 )
             fresh.send({"type": "reset"})
             decoded = self._read_reset(fresh)
+        except BridgeError as relaunch:
+            close_instances([fresh])
+            if isinstance(relaunch, Interrupted):
+                raise
+            return self._restart(index, relaunch)
         except BaseException:
             close_instances([fresh])
             raise

@@ -71,15 +71,16 @@ def test_a_new_fork_server_replaces_one_that_died(port_block: Callable[[int], in
         env.close()
 
 
-def test_a_game_orphaned_by_its_server_still_reports_its_end(tmp_path: Path) -> None:
+def test_a_game_dies_with_its_killed_server_and_reports_its_end(tmp_path: Path) -> None:
+    """Whatever kills the server (a trainer killed takes its server along) takes its
+    games too: none is left behind, and each still reports that it ended."""
     server = ForkServer()
     try:
         game = server.fork(["--port=1"], tmp_path / "game.log")  # nothing listens: it waits
         assert game.poll() is None
         os.kill(server.pid, signal.SIGKILL)
         wait_until(lambda: not server.alive, 10, "the fork server to die")
-        assert game.poll() is None  # the game outlives its server
-        game.kill()
+        wait_until(lambda: game.poll() is not None, 10, "the game to die with its server")
         assert game.wait(timeout=10) == forked_games.UNKNOWN_EXIT_CODE
     finally:
         server.close()

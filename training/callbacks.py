@@ -218,14 +218,23 @@ class GameHealth(BaseCallback):
         self.log = log
         self.on_change = on_change
         self._seen = 0
+        self._moves = 0
 
     def _on_step(self) -> bool:
+        self.catch_up()
+        return True
+
+    def catch_up(self) -> None:
+        """Report the restarts not reported yet (also after training ended mid-step)."""
         if self.game_env is not None and len(self.game_env.restarts) > self._seen:
             for restart in self.game_env.restarts[self._seen :]:
                 self.log(f"restarted game instance {restart.instance}: {restart.reason}")
             self._seen = len(self.game_env.restarts)
             self.on_change(self._seen)
-        return True
+        while self.game_env is not None and len(self.game_env.port_moves) > self._moves:
+            index, old, new = self.game_env.port_moves[self._moves]
+            self.log(f"game instance {index} moved from port {old} to {new}: {old} was taken")
+            self._moves += 1
 
     def _on_rollout_end(self) -> None:
         if self.game_env is not None:

@@ -29,7 +29,8 @@ from stable_baselines3.common.callbacks import BaseCallback
 from stable_baselines3.common.logger import configure
 from stable_baselines3.common.vec_env import VecEnv, VecNormalize
 
-from game_bridge.errors import BridgeError
+from game_bridge.errors import BridgeError, Interrupted
+from game_bridge.instance import allow_waits, interrupt_waits
 from training.callbacks import (
     GameHealth,
     ProgressReport,
@@ -287,6 +288,7 @@ def _stop_on_signals(stop: StopFlag, console: Console) -> Iterator[dict[str, int
             f"[yellow]{name}: stopping after this step; saving final.zip (again to abort)[/]"
         )
         stop.request(name)
+        interrupt_waits()  # a step waiting on a hung game ends now, not at its deadline
 
     previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
@@ -313,6 +315,7 @@ def train(
     """
     plan = plan_training(request, console)
     config, paths = plan.config, plan.paths
+    allow_waits()
     torch.set_num_threads(config.torch_threads)
     if request.force and plan.previous is None and paths.exists():
         # --force replaces the run: the user asked for it by name.
@@ -381,6 +384,8 @@ def train(
                 ],
                 reset_num_timesteps=False,
             )
+        except Interrupted:
+            pass  # the stop requested by the signal, below
         except BridgeError as exc:
             status, error, exit_code = "failed", f"a game failed: {exc}", 1
         except CheckpointError as exc:
@@ -398,6 +403,7 @@ def train(
             exit_code = (
                 0 if received.get("signal") == signal.SIGINT else 128 + received.get("signal", 0)
             )
+        health.catch_up()  # restarts after the last step (the one past the limit) count too
         final_saved = False
         try:
             save_checkpoint(model, paths.final, normalizer)
