@@ -7,6 +7,7 @@ shows it as not pushed, and ``lander push`` sends it later.
 
 from __future__ import annotations
 
+import os
 import random
 import time
 from dataclasses import dataclass
@@ -16,9 +17,10 @@ import git
 
 from training.run_paths import RunPaths
 
-NETWORK_TIMEOUT_S = 120.0
+NETWORK_TIMEOUT_S = float(os.environ.get("LANDER_GIT_TIMEOUT", "120"))
 """A pull or push that has not finished by then is killed: a remote that accepts the
-connection and never answers must not hold a run (and the trainer lock) forever."""
+connection and never answers must not hold a run (and the trainer lock) forever.
+``LANDER_GIT_TIMEOUT`` changes it (seconds)."""
 PUSH_DEADLINE_S = 180.0
 """How long a push keeps retrying after rejections (another machine pushed first)."""
 EXCLUDE_MARK = "# lander --no-git: "
@@ -73,6 +75,13 @@ def _first_line(error: git.GitCommandError) -> str:
     return (useful or lines or ["git failed"])[0]
 
 
+def _why(error: git.GitCommandError, started: float) -> str:
+    """Git's own first line, or that the remote did not answer in time (git was killed)."""
+    if time.monotonic() - started >= NETWORK_TIMEOUT_S - 0.5:
+        return f"the remote did not answer within {NETWORK_TIMEOUT_S:g} s"
+    return _first_line(error)
+
+
 def pull(root: Path) -> str:
     """Pull with rebase when the branch tracks a remote; say what happened.
 
@@ -85,6 +94,7 @@ def pull(root: Path) -> str:
         return "not a git repository: results stay in this folder"
     if _upstream(repo) is None:
         return "no upstream branch: nothing to pull"
+    started = time.monotonic()
     try:
         repo.git.pull("--rebase", "--autostash", kill_after_timeout=NETWORK_TIMEOUT_S)
     except git.GitCommandError as exc:
@@ -98,7 +108,7 @@ def pull(root: Path) -> str:
             ) from None
         # An unreachable remote must not keep a long run from starting: train on
         # the local state; the push at the end says whether the remote was reached.
-        return f"could not pull ({_first_line(exc)}); training on the local state"
+        return f"could not pull ({_why(exc, started)}); training on the local state"
     return "pulled"
 
 
@@ -237,12 +247,13 @@ def push(root: Path, deadline_s: float = PUSH_DEADLINE_S) -> PushResult:
     attempts = 0
     while True:
         attempts += 1
+        started = time.monotonic()
         try:
             repo.git.push(*arguments, kill_after_timeout=NETWORK_TIMEOUT_S)
             retried = f" (attempt {attempts})" if attempts > 1 else ""
             return PushResult(True, f"pushed to {remote}/{target}{retried}")
         except git.GitCommandError as exc:
-            reason = _first_line(exc)
+            reason = _why(exc, started)
             rejected = any(
                 sign in str(exc) for sign in ("rejected", "fetch first", "non-fast-forward")
             )

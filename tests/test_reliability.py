@@ -5,11 +5,13 @@ env_info parser."""
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import os
 import resource
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -40,6 +42,8 @@ from tests.conftest import (
     python_game,
     wait_until,
 )
+from training import run_record
+from training.config import TrainConfig
 from training.run_record import RunRecord
 from training.trainer import TrainRequest, train
 
@@ -294,6 +298,47 @@ def test_no_game_outlives_a_trainer_killed_mid_step_or_terminated_mid_launch(
     assert launching.returncode == 128 + signal.SIGTERM and "terminated" in stderr
     assert "Traceback" not in stderr
     wait_until(lambda: not any(alive(pid) for pid in started), 15, "the slow game to be closed")
+
+
+def test_a_remote_that_never_answers_is_given_up_on_time(
+    checkout: tuple[Path, Path], port_block: Callable[[int], int]
+) -> None:
+    work, _ = checkout
+    silent = socket.socket()
+    silent.bind(("127.0.0.1", 0))
+    silent.listen(8)  # accepts connections (the kernel does) and never says a word
+    git(work, "remote", "set-url", "origin", f"git://127.0.0.1:{silent.getsockname()[1]}/x.git")
+    env = {**os.environ, **GIT_IDENTITY, "LANDER_HOME": str(work), "LANDER_GIT_TIMEOUT": "3"}
+    started = time.monotonic()
+    try:
+        trained = subprocess.run(
+            [str(LANDER), "train", "silent", "--timesteps", "512", "--port", str(port_block(2)), *SMALL],
+            env=env, capture_output=True, text=True, timeout=240, check=False,
+        )  # fmt: skip
+    finally:
+        silent.close()
+    assert trained.returncode == 0, trained.stdout + trained.stderr
+    assert "could not pull (the remote did not answer within 3 s)" in trained.stdout
+    assert "push failed (the remote did not answer within 3 s)" in trained.stdout
+    assert time.monotonic() - started < 120
+    assert "silent: " in git(work, "log", "-1", "--format=%s"), "the commit is kept"
+
+
+def test_a_full_disk_still_records_the_final_status_in_place(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "run.json"
+    record = RunRecord(run="full", config=TrainConfig())
+    record.save(path)
+
+    def no_room(*_: object) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(run_record, "write_json_atomic", no_room)
+    record.status, record.error = "failed", "No space left on device (checkpoints/full)"
+    record.save(path)
+    again = RunRecord.load(path)
+    assert (again.status, again.error) == ("failed", "No space left on device (checkpoints/full)")
 
 
 def test_full_disk_gives_a_clear_error_and_leaves_earlier_checkpoints_intact(

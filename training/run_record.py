@@ -6,6 +6,7 @@ Written atomically on every change of state, so ``lander status`` on any machine
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 from dataclasses import asdict, dataclass, field
@@ -16,6 +17,7 @@ from typing import Any
 from training.config import ConfigError, TrainConfig, from_dict
 
 STATUSES = ("running", "finished", "interrupted", "failed")
+FULL_DISK = frozenset((errno.ENOSPC, errno.EDQUOT, errno.EFBIG))
 
 
 def now_iso() -> str:
@@ -82,9 +84,24 @@ class RunRecord:
         return data
 
     def save(self, path: Path) -> None:
-        """Write atomically, stamping ``updated_at``."""
+        """Write atomically, stamping ``updated_at``. On a full disk, where the temporary
+        copy cannot be written, overwrite the record in place (its own blocks are reused),
+        so a run's final status and the reason still reach ``run.json``."""
         self.updated_at = now_iso()
-        write_json_atomic(path, self.to_dict())
+        try:
+            write_json_atomic(path, self.to_dict())
+        except OSError as exc:
+            if exc.errno not in FULL_DISK or not path.exists():
+                raise
+            text = json.dumps(self.to_dict(), indent=2) + "\n"
+            try:
+                with path.open("r+") as handle:
+                    handle.write(text)
+                    handle.truncate()
+                    handle.flush()
+                    os.fsync(handle.fileno())
+            except OSError:
+                raise exc from None
 
     @classmethod
     def load(cls, path: Path) -> RunRecord:
