@@ -26,6 +26,8 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    # Plain help: rich markup would eat "[default: ...]" and label every flag <bool>.
+    rich_markup_mode=None,
 )
 
 
@@ -63,60 +65,42 @@ def setup(
     console.print("[green]setup complete[/]")
 
 
+RunName = Annotated[
+    str,
+    typer.Argument(metavar="RUN", help="Run name: letters, digits, '-', '_', '.' (at most 64)."),
+]
+
+
 @app.command()
+@flags.with_settings()
 def train(
-    run: Annotated[
-        str, typer.Argument(help="Run name: letters, digits, '-', '_', '.' (at most 64).")
-    ],
-    timesteps: flags.Timesteps = None,
-    n_parallel: flags.NParallel = None,
-    agents_per_instance: flags.AgentsPerInstance = None,
-    speedup: flags.Speedup = None,
-    action_repeat: flags.ActionRepeat = None,
-    port: flags.Port = None,
-    seed: flags.Seed = None,
-    game_bin: flags.GameBin = None,
-    game_arg: flags.GameArg = None,
-    in_process: flags.InProcess = None,
-    ent_coef: flags.EntCoef = None,
-    learning_rate: flags.LearningRate = None,
-    n_steps: flags.NSteps = None,
-    batch_size: flags.BatchSize = None,
-    checkpoint_every: flags.CheckpointEvery = None,
-    eval_every: flags.EvalEvery = None,
-    push_every: flags.PushEvery = None,
-    device: flags.Device = None,
-    read_timeout: flags.ReadTimeout = None,
-    max_restarts_per_minute: flags.MaxRestarts = None,
-    fast_wire: flags.FastWire = None,
+    run: RunName,
     config: flags.ConfigFile = None,
     resume: flags.Resume = None,
     reset_std: flags.ResetStd = None,
     force: flags.Force = False,
     git: flags.Git = None,
+    settings: dict[str, Any] | None = None,
 ) -> None:
     """Train RUN in the foreground: PPO against the games, checkpoints, final save on Ctrl-C."""
     from cli.run_flow import run_training
-
-    overrides = flags.overrides_from(locals())
     from training.trainer import TrainRequest
 
     request = TrainRequest(
         project_root(),
         run,
-        overrides,
+        settings or {},
         config_file=config,
         resume=resume,
         force=force,
         reset_std=reset_std,
     )
-    code = run_training(request, git)
-    raise typer.Exit(code)
+    raise typer.Exit(run_training(request, git))
 
 
 @app.command()
 def export(
-    run: Annotated[str, typer.Argument(help="The run whose policy to export.")],
+    run: Annotated[str, typer.Argument(metavar="RUN", help="The run whose policy to export.")],
     checkpoint: Annotated[
         Path | None,
         typer.Option(
@@ -135,7 +119,8 @@ def evaluate(
     target: Annotated[
         str | None,
         typer.Argument(
-            help="A run name or a bot .json file (not needed with --policy random|reference)."
+            metavar="RUN|BOT",
+            help="A run name or a bot .json file (not needed with --policy random|reference).",
         ),
     ] = None,
     episodes: Annotated[int, typer.Option(help="Episodes to play.")] = 50,
@@ -166,7 +151,7 @@ def evaluate(
 
 @app.command()
 def play(
-    bot: Annotated[Path, typer.Argument(help="A bot .json file (bots/RUN.json).")],
+    bot: Annotated[Path, typer.Argument(metavar="BOT", help="A bot .json file (bots/RUN.json).")],
     record: Annotated[
         Path | None,
         typer.Option(
@@ -190,11 +175,14 @@ def play(
     play_and_report(bot, record, agents, seconds, seed, speed, game_bin, port)
 
 
-@app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
+@app.command()
+@flags.with_settings(exclude=("push_every",))  # a sweep pushes every --push-every trials
 def sweep(
-    ctx: typer.Context,
     name: Annotated[
-        str, typer.Argument(help="Sweep name: trials are runs NAME-t0000, NAME-t0001, ...")
+        str,
+        typer.Argument(
+            metavar="NAME", help="Sweep name: trials are runs NAME-t0000, NAME-t0001, ..."
+        ),
     ],
     trials: Annotated[
         int, typer.Option(help="Trials to finish in all (a stopped sweep resumes).")
@@ -209,12 +197,16 @@ def sweep(
     push_every: Annotated[
         int, typer.Option(help="Trials between commits and pushes (0: only at the end).")
     ] = 1,
+    config: flags.ConfigFile = None,
     git: flags.Git = None,
+    settings: dict[str, Any] | None = None,
 ) -> None:
-    """Search training settings with Optuna (TPE, median pruning); any train flag may follow."""
+    """Search training settings with Optuna (TPE, median pruning); the options below are
+    every trial's settings outside the search space."""
     from cli.campaigns import sweep as run
 
-    overrides = _train_overrides(ctx, name, list(ctx.args))
+    _valid_run(name)
+    overrides = _with_config_file(config, settings or {})
     raise typer.Exit(
         run(
             project_root(),
@@ -229,26 +221,39 @@ def sweep(
     )
 
 
-@app.command("next", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
+def _with_config_file(config: Path | None, settings: dict[str, Any]) -> dict[str, Any]:
+    """A settings file's values under the options given (options win)."""
+    from training.config import load_config_file
+
+    return {**(load_config_file(config) if config is not None else {}), **settings}
+
+
+@app.command("next")
+@flags.with_settings()
 def next_(
-    ctx: typer.Context,
     from_run: Annotated[
         str | None, typer.Option("--from", help="The run to continue (default: the newest run).")
     ] = None,
+    config: flags.ConfigFile = None,
+    reset_std: flags.ResetStd = None,
     git: flags.Git = None,
+    settings: dict[str, Any] | None = None,
 ) -> None:
-    """Train the next run (run03 -> run04) from the previous run's final model; train flags may follow."""
+    """Train the next run (run03 -> run04) from the previous run's final model."""
     from cli.campaigns import next_run
 
     source = _valid_run(from_run) if from_run else None
-    overrides = _train_overrides(ctx, source or "next", list(ctx.args), allow_reset_std=True)
-    raise typer.Exit(next_run(project_root(), source, overrides, git))
+    overrides = _with_config_file(config, settings or {})
+    raise typer.Exit(next_run(project_root(), source, overrides, git, reset_std))
 
 
 @app.command()
 def curriculum(
     plan: Annotated[
-        Path, typer.Argument(help="A plan YAML: stages with their runs, game args and budgets.")
+        Path,
+        typer.Argument(
+            metavar="PLAN", help="A plan YAML: stages with their runs, game args and budgets."
+        ),
     ],
     git: flags.Git = None,
 ) -> None:
@@ -258,33 +263,6 @@ def curriculum(
     raise typer.Exit(run(project_root(), plan, git is not False))
 
 
-def _parse_train_args(ctx: typer.Context, run: str, args: list[str]) -> dict[str, Any]:
-    """The parameters ``lander train RUN ARGS`` would get: one parser for every command
-    that forwards train flags, so a typo is refused the same way everywhere."""
-    group = typer.main.get_command(app)
-    assert isinstance(group, typer.core.TyperGroup)
-    try:
-        return (
-            group.commands["train"]
-            .make_context("train", [_valid_run(run), *args], parent=ctx)
-            .params
-        )
-    except typer.TyperException as exc:  # click's usage errors (typer vendors click)
-        fail(getattr(exc, "format_message", exc.__str__)())
-
-
-def _train_overrides(
-    ctx: typer.Context, run: str, args: list[str], allow_reset_std: bool = False
-) -> dict[str, Any]:
-    """Parse trailing train flags as `lander train` does and return the settings they give."""
-    params = _parse_train_args(ctx, run, args)
-    overrides = flags.overrides_from(params)
-    if allow_reset_std and params.get("reset_std") is not None:
-        overrides["reset_std"] = params["reset_std"]
-    return overrides
-
-
-PASSTHROUGH = {"allow_extra_args": True, "ignore_unknown_options": True}
 TbHost = Annotated[
     str | None,
     typer.Option(
@@ -301,6 +279,8 @@ TbPort = Annotated[
 ]
 
 
+TUNED = ("n_parallel", "agents_per_instance", "speedup", "n_steps", "batch_size")
+"""The settings ``tune`` races as lists of its own, not as single values."""
 TUNE_GRIDS = {
     # objective: (n-parallel, agents, n-steps, batch-size) tried when not given
     "fps": ("2,4,8", "4,8,16", "default", "default"),
@@ -308,9 +288,9 @@ TUNE_GRIDS = {
 }
 
 
-@app.command(context_settings=PASSTHROUGH)
+@app.command()
+@flags.with_settings(exclude=TUNED)
 def tune(
-    ctx: typer.Context,
     objective: Annotated[
         str,
         typer.Option(
@@ -354,6 +334,8 @@ def tune(
         str,
         typer.Option(help="Minibatch sizes to try, comma-separated ('default': the run's)."),
     ] = "default",
+    config: flags.ConfigFile = None,
+    settings: dict[str, Any] | None = None,
 ) -> None:
     """Find the best --n-parallel, --agents-per-instance, --speedup, --n-steps and --batch-size
     here: a short run per setting, ranked by time to a reward (--objective time) or by fps."""
@@ -375,7 +357,7 @@ def tune(
         fail(f"--objective must be time or fps, got {objective!r}")
     if reward is not None and objective != "time":
         fail("--reward is the target of --objective time; add --objective time")
-    overrides = _train_overrides(ctx, "tune", list(ctx.args))
+    overrides = _with_config_file(config, settings or {})
     if seconds <= 0:
         fail("--seconds must be positive")
     target = None
@@ -386,14 +368,14 @@ def tune(
         if target is None:
             fail("--objective time on a game of your own needs --reward R (a training reward)")
     defaults = TUNE_GRIDS[objective]
-    settings = grid(
+    races = grid(
         numbers(n_parallel or defaults[0], int),
         numbers(agents or defaults[1], int),
         numbers(speedup, float),
         numbers(n_steps or defaults[2], int),
         numbers(batch_size or defaults[3], int),
     )
-    results = tune(settings, seconds, overrides, console, target)
+    results = tune(races, seconds, overrides, console, target)
     title = (
         f"seconds from launch to reward {target:g} per setting (at most {seconds:g} s each)"
         if target is not None
@@ -431,38 +413,38 @@ def tune(
         else f"{winner.fps:,.0f} fps"
     )
     console.print(
-        f"fastest: {measured}. Use: ./lander start RUN {winner.setting.flags()} {' '.join(ctx.args)}".rstrip()
+        f"fastest: {measured}. Use: ./lander start RUN {winner.setting.flags()} "
+        + " ".join(flags.settings_argv(settings or {}))
     )
 
 
-def _checked_train_args(ctx: typer.Context, run: str, args: list[str]) -> None:
-    """Parse ``args`` as ``lander train`` would and plan the run without writing, so a
-    mistake is one red line here, not a tmux window that dies."""
+def _check_plan(
+    run: str,
+    settings: dict[str, Any],
+    config: Path | None,
+    resume: str | None,
+    force: bool,
+    reset_std: float | None,
+) -> None:
+    """Plan the run as ``lander train`` would, without writing, so a mistake is one red
+    line here, not a tmux window that dies."""
     from cli.run_flow import USER_ERRORS
     from training.trainer import TrainRequest, plan_training
 
-    params = _parse_train_args(ctx, run, args)
     request = TrainRequest(
-        root=project_root(),
-        run=params["run"],
-        overrides=flags.overrides_from(params),
-        config_file=params["config"],
-        resume=params["resume"],
-        force=params["force"],
-        reset_std=params["reset_std"],
-    )
+        project_root(), run, settings, config_file=config, resume=resume, force=force,
+        reset_std=reset_std,
+    )  # fmt: skip
     try:
         plan_training(request)
     except USER_ERRORS as exc:
         fail(str(exc))
 
 
-@app.command(context_settings=PASSTHROUGH)
+@app.command()
+@flags.with_settings()
 def start(
-    ctx: typer.Context,
-    run: Annotated[
-        str, typer.Argument(help="Run name: letters, digits, '-', '_', '.' (at most 64).")
-    ],
+    run: RunName,
     tb_host: TbHost = None,
     tb_port: TbPort = None,
     sweep_space: Annotated[
@@ -473,37 +455,51 @@ def start(
         Path | None,
         typer.Option("--curriculum", help="Run `lander curriculum PLAN` instead of one run."),
     ] = None,
+    config: flags.ConfigFile = None,
+    resume: flags.Resume = None,
+    reset_std: flags.ResetStd = None,
+    force: flags.Force = False,
+    git: flags.Git = None,
+    settings: dict[str, Any] | None = None,
 ) -> None:
     """Start RUN in a detached tmux session (train + dashboard); attach if it already runs.
 
-    Any `lander train` flag may follow, e.g. `lander start run03 --timesteps 20000000 --n-parallel 14`.
+    Takes every option of `lander train`, e.g. `lander start run03 --timesteps 20000000 --n-parallel 14`.
     """
     from cli.operations import start_in_tmux
     from cli.tmux_sessions import TRAIN_WINDOW, find_session, window_alive
 
     _valid_run(run)
-    args = list(ctx.args)
+    settings = settings or {}
+    session = flags.session_argv(config, resume, reset_std, force, git)
     command: list[str] | None = None
     if curriculum_plan is not None:
         if not curriculum_plan.is_file():
             fail(f"plan {str(curriculum_plan)!r} does not exist")
-        command = ["curriculum", str(curriculum_plan.resolve()), *args]
+        command = ["curriculum", str(curriculum_plan.resolve())]
+        command += [] if git is None else ["--git" if git else "--no-git"]
     elif sweep_space is not None:
         if not sweep_space.is_file():
             fail(f"search space {str(sweep_space)!r} does not exist")
-        command = ["sweep", run, "--space", str(sweep_space.resolve()), *args]
+        command = ["sweep", run, "--space", str(sweep_space.resolve())]
+        command += flags.settings_argv(settings) + flags.session_argv(
+            config, None, None, False, git
+        )
     else:
-        session = find_session(run)
-        if session is None or not window_alive(session, TRAIN_WINDOW):
-            _checked_train_args(ctx, run, args)
-    start_in_tmux(project_root(), run, args, tb_host, tb_port, command)
+        live = find_session(run)
+        if live is None or not window_alive(live, TRAIN_WINDOW):
+            _check_plan(run, settings, config, resume, force, reset_std)
+    start_in_tmux(
+        project_root(), run, flags.settings_argv(settings) + session, tb_host, tb_port, command
+    )
 
 
-@app.command(context_settings=PASSTHROUGH)
+@app.command()
+@flags.with_settings()
 def resume(
-    ctx: typer.Context,
     run: Annotated[
-        str | None, typer.Argument(help="The run to resume (default: the newest run).")
+        str | None,
+        typer.Argument(metavar="RUN", help="The run to resume (default: the newest run)."),
     ] = None,
     as_run: Annotated[
         str | None,
@@ -513,29 +509,31 @@ def resume(
     ] = None,
     tb_host: TbHost = None,
     tb_port: TbPort = None,
+    config: flags.ConfigFile = None,
+    reset_std: flags.ResetStd = None,
+    git: flags.Git = None,
+    settings: dict[str, Any] | None = None,
 ) -> None:
-    """Resume a run in tmux, e.g. `lander resume run03 --as run04 --ent-coef 0.001 --reset-std 0.3`."""
+    """Resume a run in tmux, e.g. `lander resume run03 --as run04 --ent-coef 0.001 --reset-std 0.3`.
+
+    Settings not given keep the resumed run's values (the defaults shown are a new run's)."""
     from cli.operations import newest_run, start_in_tmux
 
     root = project_root()
-    extra = list(ctx.args)
-    if run is not None and run.startswith("-"):
-        # With no RUN given, click hands the first train flag to RUN: put it back.
-        extra = [run, *extra]
-        run = None
     source = run or newest_run(root)
     if source is None:
         fail("no runs in checkpoints/ to resume")
     _valid_run(source)
     target = _valid_run(as_run) if as_run else source
-    args = ["--resume", source, *extra]
-    _checked_train_args(ctx, target, args)
+    settings = settings or {}
+    _check_plan(target, settings, config, source, False, reset_std)
+    args = flags.settings_argv(settings) + flags.session_argv(config, source, reset_std, False, git)
     start_in_tmux(root, target, args, tb_host, tb_port)
 
 
 @app.command()
 def stop(
-    run: Annotated[str, typer.Argument(help="The run to stop.")],
+    run: Annotated[str, typer.Argument(metavar="RUN", help="The run to stop.")],
     timeout: Annotated[
         float, typer.Option(help="Seconds to wait for the final save, export and push.")
     ] = 300.0,
@@ -559,7 +557,9 @@ def status() -> None:
 
 @app.command()
 def attach(
-    run: Annotated[str, typer.Argument(help="The run whose tmux session to attach.")],
+    run: Annotated[
+        str, typer.Argument(metavar="RUN", help="The run whose tmux session to attach.")
+    ],
 ) -> None:
     """Attach this terminal to RUN's tmux session (detach with Ctrl-b d)."""
     from cli.tmux_sessions import attach as attach_session
@@ -595,7 +595,9 @@ def dashboard(
 def push(
     run: Annotated[
         str | None,
-        typer.Argument(help="Publish this run only, even one trained with --no-git."),
+        typer.Argument(
+            metavar="RUN", help="Publish this run only, even one trained with --no-git."
+        ),
     ] = None,
 ) -> None:
     """Commit and push every run left unpushed (runs trained with --no-git stay out unless named)."""

@@ -29,11 +29,14 @@ from training.trainer import TrainRequest
 
 
 def next_run(
-    root: Path, source: str | None, overrides: dict[str, Any], git_flag: bool | None
+    root: Path,
+    source: str | None,
+    overrides: dict[str, Any],
+    git_flag: bool | None,
+    reset_std: float | None = None,
 ) -> int:
     """Resume the previous run's final model as the next run name. The name is chosen
     after the pull, so a name another machine has pushed is seen as taken."""
-    reset_std = overrides.pop("reset_std", None)
     try:
         with TrainerLock(root, source or "next") as lock:
             if git_flag is not False:

@@ -1,119 +1,162 @@
-"""The flags of a training run, declared once and shared by every command that
-trains (``train``, ``start``, ``resume``): each maps to a ``TrainConfig`` field.
+"""The options of every command that trains (``train``, ``start``, ``resume``, ``next``,
+``sweep``, ``tune``), generated from the settings declared in ``training.config``.
+
+A setting is declared once, with its default, help, bounds and whether a resume may
+change it (:func:`training.config.setting`); :func:`with_settings` turns each into an
+option of a command, so every command's ``--help`` lists every setting it accepts with
+its default, and a new setting needs no line here.
 """
 
 from __future__ import annotations
 
+import functools
+import inspect
+from collections.abc import Callable
+from dataclasses import Field, fields
 from pathlib import Path
-from typing import Annotated, Any
+from types import UnionType
+from typing import Annotated, Any, TypeVar, get_args, get_type_hints
 
 import typer
 
 from training.config import ConfigError, TrainConfig
 
-_DEFAULT = TrainConfig()
+_HINTS = get_type_hints(TrainConfig)
+_DEFAULTS = TrainConfig()
+GAME_ARG = "game_arg"  # the option of the ``game_args`` setting: one KEY=VALUE per use
 
-Timesteps = Annotated[
-    int | None,
-    typer.Option(
-        help="Environment steps to train (on a resume: additional steps). [default: 600000]"
-    ),
-]
-NParallel = Annotated[
-    int | None, typer.Option(help="Game instances (processes) to run. [default: 4]")
-]
-AgentsPerInstance = Annotated[
-    int | None, typer.Option(help="Agents in each instance (bundled game's --agents). [default: 8]")
-]
-Speedup = Annotated[
-    float | None,
-    typer.Option(
-        help="Game seconds per wall second (physics ticks/s = 60 x speedup). [default: game's own]"
-    ),
-]
-ActionRepeat = Annotated[
-    int | None, typer.Option(help="Physics ticks per step. [default: game's own]")
-]
-Port = Annotated[
-    int | None, typer.Option(help="Base TCP port: instance i listens on port + i. [default: 11008]")
-]
-Seed = Annotated[
-    int | None,
-    typer.Option(help="Seed of PPO and of instance 0 (instance i gets seed + i). [default: 0]"),
-]
-GameBin = Annotated[
-    Path | None,
-    typer.Option(
-        help="A game executable speaking the Godot RL Agents protocol. [default: the bundled game]"
-    ),
-]
-GameArg = Annotated[
-    list[str] | None,
-    typer.Option(help="Game setting KEY=VALUE, passed to the game as --KEY=VALUE (repeatable)."),
-]
-InProcess = Annotated[
-    bool | None,
-    typer.Option(
-        "--in-process",
-        help="Train on the in-process Lander-v0 (no TCP): debugging, speed reference.",
-    ),
-]
-EntCoef = Annotated[
-    float | None,
-    typer.Option(help="Entropy bonus coefficient; takes effect on a resume. [default: 0]"),
-]
-LearningRate = Annotated[
-    float | None,
-    typer.Option(
-        help=f"Adam learning rate; takes effect on a resume. [default: {_DEFAULT.learning_rate:g}]"
-    ),
-]
-NSteps = Annotated[
-    int | None,
-    typer.Option(
-        help="Steps per env per rollout (rollout = n-steps x instances x agents). "
-        f"[default: {_DEFAULT.n_steps}]"
-    ),
-]
-BatchSize = Annotated[
-    int | None, typer.Option(help=f"PPO minibatch size. [default: {_DEFAULT.batch_size}]")
-]
-CheckpointEvery = Annotated[
-    int | None, typer.Option(help="Steps between rotating checkpoints. [default: 100000]")
-]
-EvalEvery = Annotated[
-    int | None,
-    typer.Option(help="Steps between evaluations during training (0: none). [default: 0]"),
-]
-PushEvery = Annotated[
-    int | None,
-    typer.Option(
-        help="Checkpoints between mid-run commits and pushes (0: only at the end). [default: 0]"
-    ),
-]
-Device = Annotated[
-    str | None,
-    typer.Option(help="auto (CUDA only for image observations), cpu or cuda. [default: auto]"),
-]
-MaxRestarts = Annotated[
-    int | None,
-    typer.Option(
-        help="Faulty games restarted per minute before the run stops (0: never restart). [default: 3]"
-    ),
-]
-FastWire = Annotated[
-    bool | None,
-    typer.Option(
-        "--fast-wire",
-        help="Offer lander's binary step encoding; games that do not speak it (Godot) keep JSON.",
-    ),
-]
-ReadTimeout = Annotated[
-    float | None, typer.Option(help="Seconds a game may take to answer. [default: 30]")
-]
+Command = TypeVar("Command", bound=Callable[..., Any])
+
+
+def _base_type(name: str) -> Any:
+    kind = _HINTS[name]
+    if isinstance(kind, UnionType):  # ``float | None``: the option takes a float
+        kind = next(arg for arg in get_args(kind) if arg is not type(None))
+    return kind
+
+
+def _shown_default(item: Field[Any]) -> str:
+    """The default as ``--help`` shows it."""
+    if item.metadata["shown"]:
+        return str(item.metadata["shown"])
+    value = getattr(_DEFAULTS, item.name)
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    if isinstance(value, int):
+        return f"{value:,}" if value >= 10_000 else str(value)
+    if isinstance(value, float):
+        return f"{value:g}"
+    return str(value)
+
+
+def option_name(setting: str) -> str:
+    """The command-line spelling of a setting (``n_parallel`` -> ``--n-parallel``)."""
+    return "--" + (GAME_ARG if setting == "game_args" else setting).replace("_", "-")
+
+
+def _parameter(item: Field[Any]) -> inspect.Parameter:
+    """One command parameter for one declared setting."""
+    help_text, flag = item.metadata["help"], option_name(item.name)
+    base = _base_type(item.name)
+    if item.name == "game_args":
+        option = typer.Option(flag, metavar="KEY=VALUE", help=help_text)
+        return inspect.Parameter(
+            GAME_ARG, inspect.Parameter.KEYWORD_ONLY, default=None,
+            annotation=Annotated[list[str] | None, option],
+        )  # fmt: skip
+    help_text += f" [default: {_shown_default(item)}]"
+    if base is bool:
+        decls = f"{flag}/--no-{flag.removeprefix('--')}"
+        option = typer.Option(decls, help=help_text, show_default=False)
+        kind: Any = bool
+    else:
+        kind = Path if item.name == "game_bin" else base
+        metavar = "|".join(item.metadata["choices"]) if item.metadata["choices"] else None
+        option = typer.Option(flag, help=help_text, show_default=False, metavar=metavar)
+    return inspect.Parameter(
+        item.name,
+        inspect.Parameter.KEYWORD_ONLY,
+        default=None,
+        annotation=Annotated[kind | None, option],
+    )
+
+
+def setting_parameters(exclude: tuple[str, ...] = ()) -> list[inspect.Parameter]:
+    """A parameter per declared setting, in declaration order, but those in ``exclude``."""
+    return [_parameter(item) for item in fields(TrainConfig) if item.name not in exclude]
+
+
+def with_settings(exclude: tuple[str, ...] = ()) -> Callable[[Command], Command]:
+    """Give a command one option per training setting; the command receives the ones
+    the user gave as ``settings`` (a dict of setting name to value, None not given).
+
+    :param exclude: settings the command declares in its own way (``tune`` races lists).
+    """
+
+    def decorate(command: Command) -> Command:
+        signature = inspect.signature(command, eval_str=True)
+        own = [p for p in signature.parameters.values() if p.name != "settings"]
+        generated = setting_parameters(exclude)
+        names = [p.name for p in generated]
+
+        @functools.wraps(command)
+        def with_given(*args: Any, **kwargs: Any) -> Any:
+            given = {name: kwargs.pop(name, None) for name in names}
+            return command(*args, **kwargs, settings=collect_settings(**given))
+
+        with_given.__signature__ = signature.replace(parameters=[*own, *generated])  # type: ignore[attr-defined]
+        with_given.__annotations__ = {}  # typer reads the signature above, not these strings
+        return with_given  # type: ignore[return-value]
+
+    return decorate
+
+
+def parse_game_args(pairs: list[str] | None) -> dict[str, str]:
+    """``["difficulty=2", "level=a"]`` to ``{"difficulty": "2", "level": "a"}``.
+
+    :raises ConfigError: on a pair without ``=`` or with an unsafe key.
+    """
+    result: dict[str, str] = {}
+    for pair in pairs or []:
+        key, sep, value = pair.partition("=")
+        key = key.strip().removeprefix("--")
+        if not sep or not key or not key.replace("_", "").replace("-", "").isalnum():
+            raise ConfigError(f"--game-arg expects KEY=VALUE with a plain key, got {pair!r}")
+        result[key] = value
+    return result
+
+
+def collect_settings(**given: Any) -> dict[str, Any]:
+    """The settings a user gave explicitly (None means "not given"), as ``TrainConfig``
+    names and kinds: ``--game-arg`` pairs become ``game_args``, a game path absolute."""
+    settings = {name: value for name, value in given.items() if value is not None}
+    if settings.get(GAME_ARG):
+        settings["game_args"] = parse_game_args(settings.pop(GAME_ARG))
+    settings.pop(GAME_ARG, None)
+    if "game_bin" in settings:
+        settings["game_bin"] = str(Path(settings["game_bin"]).resolve())
+    return settings
+
+
+def settings_argv(settings: dict[str, Any]) -> list[str]:
+    """The command-line arguments that give ``settings`` (for the ``lander train`` a
+    tmux window runs): the inverse of the generated options."""
+    argv: list[str] = []
+    for name, value in settings.items():
+        flag = option_name(name)
+        if name == "game_args":
+            for key, item in value.items():
+                argv += [flag, f"{key}={item}"]
+        elif isinstance(value, bool):
+            argv.append(flag if value else f"--no-{flag.removeprefix('--')}")
+        else:
+            argv += [flag, str(value)]
+    return argv
+
+
 ConfigFile = Annotated[
     Path | None,
-    typer.Option("--config", help="Settings file (.toml or .json), applied before flags."),
+    typer.Option("--config", help="Settings file (.toml or .json), applied before the options."),
 ]
 Resume = Annotated[
     str | None,
@@ -134,49 +177,22 @@ Git = Annotated[
         "--git/--no-git",
         help="Pull, commit and push (default), or keep the run out of git. A resumed run "
         "keeps the choice of the run it continues unless given.",
+        show_default=False,
     ),
+]
+GameBin = Annotated[
+    Path | None,
+    typer.Option(help="A game executable speaking the Godot RL Agents protocol."),
 ]
 
 
-CONFIG_FLAGS = frozenset(
-    {
-        "timesteps", "n_parallel", "agents_per_instance", "speedup", "action_repeat", "port", "seed",
-        "game_bin", "game_arg", "in_process", "ent_coef", "learning_rate", "n_steps", "batch_size",
-        "checkpoint_every", "eval_every", "push_every", "device", "read_timeout", "max_restarts_per_minute", "fast_wire",
-    }
-)  # fmt: skip
-"""The train flags that are ``TrainConfig`` settings (the rest steer the session)."""
-
-
-def parse_game_args(pairs: list[str] | None) -> dict[str, str]:
-    """``["difficulty=2", "level=a"]`` to ``{"difficulty": "2", "level": "a"}``.
-
-    :raises ConfigError: on a pair without ``=`` or with an unsafe key.
-    """
-    result: dict[str, str] = {}
-    for pair in pairs or []:
-        key, sep, value = pair.partition("=")
-        key = key.strip().removeprefix("--")
-        if not sep or not key or not key.replace("_", "").replace("-", "").isalnum():
-            raise ConfigError(f"--game-arg expects KEY=VALUE with a plain key, got {pair!r}")
-        result[key] = value
-    return result
-
-
-def overrides_from(params: dict[str, Any]) -> dict[str, Any]:
-    """The settings among a parsed train command's parameters (the rest steer the session)."""
-    return collect_overrides(
-        **{name: value for name, value in params.items() if name in CONFIG_FLAGS}
-    )
-
-
-def collect_overrides(**flags: Any) -> dict[str, Any]:
-    """The settings a user gave explicitly (None means "not given")."""
-    overrides = {
-        name: value for name, value in flags.items() if value is not None and name != "game_arg"
-    }
-    if flags.get("game_arg"):
-        overrides["game_args"] = parse_game_args(flags["game_arg"])
-    if "game_bin" in overrides:
-        overrides["game_bin"] = str(Path(overrides["game_bin"]).resolve())
-    return overrides
+def session_argv(
+    config: Path | None, resume: str | None, reset_std: float | None, force: bool, git: bool | None
+) -> list[str]:
+    """The arguments of the options that steer a training session (not settings)."""
+    argv = ["--config", str(config.resolve())] if config is not None else []
+    argv += ["--resume", resume] if resume is not None else []
+    argv += ["--reset-std", str(reset_std)] if reset_std is not None else []
+    argv += ["--force"] if force else []
+    argv += [] if git is None else ["--git" if git else "--no-git"]
+    return argv

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import math
 import tomllib
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import MISSING, asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -25,56 +25,144 @@ MAX_TIMESTEPS = 10**12
 """A trillion steps: beyond any run, and far inside the int64 step counters."""
 
 
+def setting(
+    default: Any = MISSING,
+    *,
+    help: str,
+    low: float | None = None,
+    high: float | None = None,
+    choices: tuple[str, ...] | None = None,
+    resumable: bool = False,
+    shown: str | None = None,
+    factory: Any = MISSING,
+) -> Any:
+    """Declare one training setting: everything lander knows of it lives here. The
+    command-line options of every training command are generated from these
+    declarations (``cli/train_flags.py``), :meth:`TrainConfig.validate` checks the
+    bounds, and a resume changes only the ``resumable`` ones.
+
+    :param help: one line for ``--help``.
+    :param low: smallest value allowed (inclusive); ``high`` likewise.
+    :param choices: the values a text setting may take.
+    :param resumable: a resumed PPO model takes the new value (others are the
+        network's shape or the games' set-up, kept from the checkpoint's run).
+    :param shown: the default as ``--help`` shows it, when the value itself says
+        too little (None: "the game's own").
+    """
+    metadata = {
+        "help": help,
+        "low": low,
+        "high": high,
+        "choices": choices,
+        "resumable": resumable,
+        "shown": shown,
+    }
+    if factory is not MISSING:
+        return field(default_factory=factory, metadata=metadata)
+    return field(default=default, metadata=metadata)
+
+
 @dataclass
 class TrainConfig:
-    """Every setting of a training run, with its default."""
+    """Every setting of a training run, with its default: the one place a setting is declared."""
 
     # -- games -------------------------------------------------------------------
-    n_parallel: int = 4  # game instances (processes), each on its own port
-    agents_per_instance: int = 8  # agents in each instance (the bundled game's --agents)
-    speedup: float | None = None  # game time per wall second; None: the game's own default
-    action_repeat: int | None = None  # physics ticks per step; None: the game's own default
-    port: int = DEFAULT_PORT  # instance i listens on port + i
-    seed: int = 0  # instance i gets seed + i; also seeds PPO
-    game_bin: str | None = None  # a game executable; None: the bundled lander game
-    game_args: dict[str, str] = field(default_factory=dict)  # extra --key=value for the game
-    in_process: bool = (
-        False  # train on the in-process Lander-v0 (no TCP): debugging and speed reference
+    n_parallel: int = setting(4, help="Game instances (processes), each on its own port.", low=1)
+    agents_per_instance: int = setting(
+        8, help="Agents in each instance (the bundled game's --agents).", low=1
     )
-    read_timeout: float = 30.0  # seconds a game may take to answer one message
-    fast_wire: bool = False  # offer lander's binary steps (games that do not know them keep JSON)
-    max_restarts_per_minute: int = (
-        3  # faulty games restarted per minute before the run stops (0: never restart)
+    speedup: float | None = setting(
+        None,
+        help="Game seconds per wall second (physics ticks/s = 60 x speedup).",
+        low=1e-9,
+        shown="the game's own",
+    )
+    action_repeat: int | None = setting(
+        None, help="Physics ticks per step.", low=1, shown="the game's own"
+    )
+    port: int = setting(
+        DEFAULT_PORT, help="Base TCP port: instance i listens on port + i.", low=1, high=65535
+    )
+    seed: int = setting(0, help="Seed of PPO and of instance 0 (instance i gets seed + i).", low=0)
+    game_bin: str | None = setting(
+        None,
+        help="A game executable speaking the Godot RL Agents protocol.",
+        shown="the bundled game",
+    )
+    game_args: dict[str, str] = setting(
+        help="Game setting KEY=VALUE, passed to the game as --KEY=VALUE (repeatable).",
+        factory=dict,
+    )
+    in_process: bool = setting(
+        False, help="Train on the in-process Lander-v0 (no TCP): debugging, speed reference."
+    )
+    read_timeout: float = setting(
+        30.0, help="Seconds a game may take to answer one message.", low=1e-3
+    )
+    fast_wire: bool = setting(
+        False,
+        help="Offer lander's binary step encoding; games that do not speak it (Godot) keep JSON.",
+    )
+    max_restarts_per_minute: int = setting(
+        3, help="Faulty games restarted per minute before the run stops (0: never restart).", low=0
     )
     # -- PPO -----------------------------------------------------------------------
-    timesteps: int = 600_000  # steps to train in this session (a resume adds this many)
+    timesteps: int = setting(
+        600_000,
+        help="Environment steps to train (on a resume: additional steps).",
+        low=1,
+        high=MAX_TIMESTEPS,
+    )
     # Rollout, minibatch and step size were chosen by time to a good bot, not fps
     # (benchmarks/time_to_skill.py; docs/performance.md): short rollouts and a large
     # step make many updates per sample, which reaches skill in far less wall time.
-    learning_rate: float = 2e-3  # Adam step size
-    n_steps: int = 64  # steps per env per rollout (rollout = n_steps x num_envs)
-    batch_size: int = 512  # minibatch size for the PPO update
-    n_epochs: int = 10  # passes over each rollout
-    gamma: float = 0.99  # discount
-    gae_lambda: float = 0.95  # GAE smoothing
-    clip_range: float = 0.2  # PPO ratio clip
-    ent_coef: float = 0.0  # entropy bonus: higher keeps exploring
-    vf_coef: float = 0.5  # value loss weight
-    max_grad_norm: float = 0.5  # gradient clipping
-    net_width: int = 64  # units in each of the two hidden layers (policy and value)
-    log_std_init: float = 0.0  # initial log of the action standard deviation (continuous actions)
-    normalize_observations: bool = (
-        False  # running mean/std normalisation (saved beside checkpoints)
+    learning_rate: float = setting(2e-3, help="Adam step size.", low=1e-12, resumable=True)
+    n_steps: int = setting(
+        64,
+        help="Steps per env per rollout (rollout = n-steps x instances x agents).",
+        low=1,
+        resumable=True,
     )
-    device: str = "auto"  # auto (cuda only for image observations), cpu or cuda
-    torch_threads: int = 1  # torch CPU threads while collecting; games need the other cores
-    update_threads: int = 0  # torch CPU threads during the PPO update (0: every core)
+    batch_size: int = setting(512, help="PPO minibatch size.", low=1, resumable=True)
+    n_epochs: int = setting(10, help="Passes over each rollout.", low=1, resumable=True)
+    gamma: float = setting(0.99, help="Discount factor.", low=0, high=1, resumable=True)
+    gae_lambda: float = setting(0.95, help="GAE smoothing.", low=0, high=1, resumable=True)
+    clip_range: float = setting(0.2, help="PPO ratio clip.", low=1e-9, resumable=True)
+    ent_coef: float = setting(
+        0.0, help="Entropy bonus: higher keeps exploring.", low=0, resumable=True
+    )
+    vf_coef: float = setting(0.5, help="Value loss weight.", low=0, resumable=True)
+    max_grad_norm: float = setting(0.5, help="Gradient clipping norm.", low=1e-9, resumable=True)
+    net_width: int = setting(
+        64, help="Units in each of the two hidden layers (policy and value).", low=1
+    )
+    log_std_init: float = setting(
+        0.0, help="Initial log of the action standard deviation (continuous actions)."
+    )
+    normalize_observations: bool = setting(
+        False, help="Running mean/std normalisation of observations (saved beside checkpoints)."
+    )
+    device: str = setting(
+        "auto",
+        help="auto (CUDA only for image observations), cpu or cuda.",
+        choices=("auto", "cpu", "cuda"),
+    )
+    torch_threads: int = setting(
+        1, help="Torch CPU threads while collecting (games need the other cores).", low=1
+    )
+    update_threads: int = setting(
+        0, help="Torch CPU threads during the PPO update (0: every core).", low=0
+    )
     # -- run ---------------------------------------------------------------------------
-    checkpoint_every: int = 100_000  # steps between rotating checkpoints
-    keep_checkpoints: int = 3  # rotating checkpoints kept (final.zip is extra)
-    eval_every: int = 0  # steps between evaluations during training (0: none)
-    eval_episodes: int = 20  # episodes per evaluation
-    push_every: int = 0  # checkpoints between mid-run commits and pushes (0: only at the end)
+    checkpoint_every: int = setting(100_000, help="Steps between rotating checkpoints.", low=1)
+    keep_checkpoints: int = setting(
+        3, help="Rotating checkpoints kept (final.zip is extra).", low=1
+    )
+    eval_every: int = setting(0, help="Steps between evaluations during training (0: none).", low=0)
+    eval_episodes: int = setting(20, help="Episodes per evaluation.", low=1)
+    push_every: int = setting(
+        0, help="Checkpoints between mid-run commits and pushes (0: only at the end).", low=0
+    )
 
     @property
     def num_envs(self) -> int:
@@ -82,60 +170,32 @@ class TrainConfig:
         return self.n_parallel * self.agents_per_instance
 
     def validate(self) -> TrainConfig:
-        """Check ranges, raising :class:`ConfigError` with the offending setting."""
-        positive = (
-            "n_parallel",
-            "agents_per_instance",
-            "timesteps",
-            "n_steps",
-            "batch_size",
-            "n_epochs",
-        )
+        """Check every setting against its declaration (finite, bounds, choices), then the
+        settings that depend on each other; :class:`ConfigError` names the offender."""
         for item in fields(self):
-            value = getattr(self, item.name)
+            value, meta = getattr(self, item.name), item.metadata
+            flag = item.name.replace("_", "-")
             if isinstance(value, float) and not math.isfinite(value):
                 # nan passes every comparison below: a nan step size or timeout would
                 # reach PPO or the socket code and fail far from the cause.
+                raise ConfigError(f"{flag} must be a finite number, got {value}")
+            if isinstance(value, int | float) and not isinstance(value, bool):
+                if meta.get("low") is not None and value < meta["low"]:
+                    low = meta["low"]
+                    least = (
+                        "0 or more" if low == 0 else "positive" if low < 1 else f"at least {low:g}"
+                    )
+                    raise ConfigError(f"{flag} must be {least}, got {value:g}")
+                if meta.get("high") is not None and value > meta["high"]:
+                    raise ConfigError(f"{flag} must be at most {meta['high']:,}, got {value:,}")
+            if meta.get("choices") and value not in meta["choices"]:
                 raise ConfigError(
-                    f"{item.name.replace('_', '-')} must be a finite number, got {value}"
+                    f"{flag} must be one of {', '.join(meta['choices'])}, got {value!r}"
                 )
-        for name in positive:
-            if getattr(self, name) < 1:
-                raise ConfigError(
-                    f"{name.replace('_', '-')} must be at least 1, got {getattr(self, name)}"
-                )
-        if self.seed < 0:
-            raise ConfigError(f"seed must be 0 or more, got {self.seed}")
-        if self.timesteps > MAX_TIMESTEPS:
-            raise ConfigError(
-                f"timesteps must be at most {MAX_TIMESTEPS:,}, got {self.timesteps:,}"
-            )
-        if not 1 <= self.port <= 65535 - self.n_parallel:
+        if self.port > 65535 - self.n_parallel:
             raise ConfigError(
                 f"port must leave room for {self.n_parallel} instances below 65536, got {self.port}"
             )
-        if self.speedup is not None and self.speedup <= 0:
-            raise ConfigError(f"speedup must be positive, got {self.speedup}")
-        if self.action_repeat is not None and self.action_repeat < 1:
-            raise ConfigError(f"action-repeat must be at least 1, got {self.action_repeat}")
-        if self.learning_rate <= 0:
-            raise ConfigError(f"learning-rate must be positive, got {self.learning_rate}")
-        if self.ent_coef < 0:
-            raise ConfigError(f"ent-coef must be 0 or more, got {self.ent_coef}")
-        if self.checkpoint_every < 1 or self.keep_checkpoints < 1:
-            raise ConfigError("checkpoint-every and keep-checkpoints must be at least 1")
-        if self.device not in ("auto", "cpu", "cuda"):
-            raise ConfigError(f"device must be auto, cpu or cuda, got {self.device!r}")
-        if self.torch_threads < 1 or self.update_threads < 0:
-            raise ConfigError(
-                "torch-threads must be at least 1 and update-threads 0 (every core) or more"
-            )
-        if self.max_restarts_per_minute < 0:
-            raise ConfigError(
-                f"max-restarts-per-minute must be 0 or more, got {self.max_restarts_per_minute}"
-            )
-        if self.read_timeout <= 0:
-            raise ConfigError(f"read-timeout must be positive, got {self.read_timeout}")
         return self
 
     def to_dict(self) -> dict[str, Any]:
@@ -144,6 +204,8 @@ class TrainConfig:
 
 
 FIELD_NAMES = frozenset(f.name for f in fields(TrainConfig))
+RESUMABLE_SETTINGS = tuple(f.name for f in fields(TrainConfig) if f.metadata["resumable"])
+"""PPO settings a resume may change; the network's shape stays that of the checkpoint."""
 _FIELD_TYPES = {f.name: str(f.type) for f in fields(TrainConfig)}
 
 

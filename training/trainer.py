@@ -46,7 +46,13 @@ from training.checkpoints import (
     remove_temporary_files,
     save_checkpoint,
 )
-from training.config import ConfigError, TrainConfig, apply_overrides, load_config_file
+from training.config import (
+    RESUMABLE_SETTINGS,
+    ConfigError,
+    TrainConfig,
+    apply_overrides,
+    load_config_file,
+)
 from training.environments import game_env_of, make_vec_env, wrap_normalization
 from training.eval_callback import PeriodicEvaluation
 from training.eval_records import owns_run
@@ -55,20 +61,6 @@ from training.local_state import checkout_id
 from training.policy_tweaks import reset_action_std
 from training.run_paths import RunPaths
 from training.run_record import RunRecord, now_iso
-
-RESUMABLE_SETTINGS = (
-    "learning_rate",
-    "ent_coef",
-    "n_steps",
-    "batch_size",
-    "n_epochs",
-    "gamma",
-    "gae_lambda",
-    "clip_range",
-    "vf_coef",
-    "max_grad_norm",
-)
-"""PPO settings a resume may change; the network's shape stays that of the checkpoint."""
 
 
 class RunExists(ConfigError):
