@@ -9,18 +9,15 @@ from typing import Any
 
 from cli.console import console, fail
 from cli.git_sync import (
-    GitSyncError,
     current_commit,
     keep_out_of_git,
     let_into_git,
-    pull,
     run_paths_to_stage,
 )
 from cli.operations import newest_run
 from cli.publishing import publish_files
-from cli.run_flow import USER_ERRORS, git_choice, train_session
+from cli.run_flow import USER_ERRORS, checkout_session, git_choice, train_session
 from cli.setup import with_remembered_game
-from cli.trainer_lock import TrainerBusy, TrainerLock
 from training.curriculum import Stage, load_plan, run_plan
 from training.run_paths import InvalidRunName, RunPaths, next_run_name
 from training.search_space import load_space
@@ -37,20 +34,16 @@ def next_run(
 ) -> int:
     """Resume the previous run's final model as the next run name. The name is chosen
     after the pull, so a name another machine has pushed is seen as taken."""
-    try:
-        with TrainerLock(root, source or "next") as lock:
-            if git_flag is not False:
-                console.print(f"git: {pull(root)}")
-            previous = source or newest_run(root)
-            if previous is None:
-                fail("no runs in checkpoints/ to continue from")
-            name = next_run_name(root, RunPaths(root, previous).run)
-            lock.name_run(name)
-            console.print(f"next run: {name}, resumed from {previous}")
-            request = TrainRequest(root, name, overrides, resume=previous, reset_std=reset_std)
-            return train_session(request, git_choice(request, git_flag))
-    except (TrainerBusy, GitSyncError, InvalidRunName) as exc:
-        fail(str(exc))
+    with checkout_session(root, source or "next", git_flag is not False) as lock:
+        previous = source or newest_run(root)
+        if previous is None:
+            fail("no runs in checkpoints/ to continue from")
+        name = next_run_name(root, RunPaths(root, previous).run)
+        lock.name_run(name)
+        console.print(f"next run: {name}, resumed from {previous}")
+        request = TrainRequest(root, name, overrides, resume=previous, reset_std=reset_std)
+        code = train_session(request, git_choice(request, git_flag))
+    return code
 
 
 def curriculum(root: Path, plan_file: Path, use_git: bool) -> int:
@@ -74,13 +67,9 @@ def curriculum(root: Path, plan_file: Path, use_git: bool) -> int:
         )
         return train_session(request, use_git)
 
-    try:
-        with TrainerLock(root, plan.name):
-            if use_git:
-                console.print(f"git: {pull(root)}")
-            return run_plan(plan, stage_session, console.print)
-    except (TrainerBusy, GitSyncError) as exc:
-        fail(str(exc))
+    with checkout_session(root, plan.name, use_git):
+        code = run_plan(plan, stage_session, console.print)
+    return code
 
 
 def sweep(
@@ -120,10 +109,8 @@ def sweep(
 
     for pattern in (name, f"{name}-t*"):  # the sweep's own log folder, and every trial
         (let_into_git if use_git else keep_out_of_git)(root, pattern)
-    try:
-        with TrainerLock(root, name):
-            if use_git:
-                console.print(f"git: {pull(root)}")
+    with checkout_session(root, name, use_git):
+        try:
             study = run_sweep(
                 root,
                 name,
@@ -136,10 +123,10 @@ def sweep(
                 current_commit(root),
                 {"git": use_git},
             )
-            if use_git:
-                publish_trials()
-    except (*USER_ERRORS, TrainerBusy, GitSyncError) as exc:
-        fail(str(exc))
+        except USER_ERRORS as exc:
+            fail(str(exc))
+        if use_git:
+            publish_trials()
     complete = [t for t in study.trials if t.value is not None]
     if complete:
         best = max(complete, key=lambda t: t.value or float("-inf"))

@@ -24,7 +24,7 @@ from cli.tmux_sessions import (
 )
 from cli.trainer_lock import holder
 from training.run_paths import RunPaths
-from training.run_record import RunRecord
+from training.run_record import RunRecord, load_runs
 
 
 def start_in_tmux(
@@ -70,13 +70,8 @@ def start_in_tmux(
 
 def newest_run(root: Path) -> str | None:
     """The run whose record changed last."""
-    records = []
-    for path in (root / "checkpoints").glob("*/run.json"):
-        try:
-            records.append((RunRecord.load(path).updated_at, path.parent.name))
-        except ValueError:
-            continue
-    return max(records)[1] if records else None
+    records = load_runs(root)
+    return max(records, key=lambda record: record.updated_at).run if records else None
 
 
 def stop_run(root: Path, run: str, timeout: float) -> None:
@@ -141,7 +136,7 @@ def push_runs(root: Path, run: str | None = None) -> None:
             console.print(f"run {run}: no longer kept out of git")
         runs = [run]
     else:
-        every = sorted(path.parent.name for path in (root / "checkpoints").glob("*/run.json"))
+        every = [record.run for record in load_runs(root)]
         runs = [name for name in every if in_git(root, name)]
         kept_out = sorted(set(every) - set(runs))
         if kept_out:

@@ -9,6 +9,8 @@ committed and pushed, so an interrupted run still reaches every machine.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -54,17 +56,29 @@ def git_choice(request: TrainRequest, flag: bool | None) -> bool:
     return True
 
 
+@contextmanager
+def checkout_session(root: Path, name: str, pull_first: bool) -> Iterator[TrainerLock]:
+    """The frame of everything that trains in a checkout: hold its trainer lock, pull
+    first when git carries the work, and end a lock, pull or run-name failure (raised
+    here or by the work) as one red line. The work commits and pushes its own files."""
+    try:
+        with TrainerLock(root, name) as lock:
+            if pull_first:
+                console.print(f"git: {pull(root)}")
+            yield lock
+    except (TrainerBusy, GitSyncError, InvalidRunName) as exc:
+        fail(str(exc))
+
+
 def run_training(request: TrainRequest, git_flag: bool | None) -> int:
     """Run the whole flow for one session under the checkout's trainer lock; return the exit code."""
     try:
-        RunPaths(request.root, request.run)
         use_git = git_choice(request, git_flag)
-        with TrainerLock(request.root, request.run):
-            if use_git:
-                console.print(f"git: {pull(request.root)}")
-            return train_session(request, use_git)
-    except (TrainerBusy, GitSyncError, InvalidRunName) as exc:
+    except InvalidRunName as exc:
         fail(str(exc))
+    with checkout_session(request.root, request.run, use_git):
+        code = train_session(request, use_git)
+    return code
 
 
 def train_session(request: TrainRequest, use_git: bool) -> int:

@@ -14,7 +14,7 @@ from cli.results import committed_best_by_run, committed_champions
 from cli.tmux_sessions import TRAIN_WINDOW, find_session, window_alive
 from cli.trainer_lock import holder
 from training.local_state import checkout_id
-from training.run_record import RunRecord
+from training.run_record import RunRecord, load_runs
 
 
 def _state(root: Path, record: RunRecord, training_here: str | None) -> str:
@@ -65,12 +65,7 @@ def status_table(root: Path) -> Table:
     numeric = {"steps", "fps", "reward", "success", "best eval", "restarts"}
     for column in [*columns, "git", "parent"]:
         table.add_column(column, justify="right" if column in numeric else "left")
-    records = []
-    for path in (root / "checkpoints").glob("*/run.json"):
-        try:
-            records.append(RunRecord.load(path))
-        except ValueError:
-            continue
+    records = load_runs(root)
     training_here = holder(root)
     best = committed_best_by_run(root)
     for record in sorted(records, key=lambda r: r.updated_at, reverse=True):

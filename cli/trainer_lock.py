@@ -25,6 +25,16 @@ def lock_path(root: Path) -> Path:
     return root / LOCK_NAME
 
 
+def _holder_run(handle: IO[str]) -> str | None:
+    """The run named in an open lock file (what the holder wrote), if readable."""
+    handle.seek(0)
+    try:
+        run = json.loads(handle.read() or "{}").get("run")
+    except json.JSONDecodeError:
+        return None
+    return str(run) if run else None
+
+
 def holder(root: Path) -> str | None:
     """The run whose trainer holds the lock now, or None when no trainer runs."""
     path = lock_path(root)
@@ -34,11 +44,7 @@ def holder(root: Path) -> str | None:
         try:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            handle.seek(0)
-            try:
-                return str(json.loads(handle.read() or "{}").get("run") or "unknown")
-            except json.JSONDecodeError:
-                return "unknown"
+            return _holder_run(handle) or "unknown"
         fcntl.flock(handle, fcntl.LOCK_UN)
         return None
 
@@ -60,13 +66,8 @@ class TrainerLock:
         try:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            handle.seek(0)
-            text = handle.read()
+            other = _holder_run(handle) or "another run"
             handle.close()
-            try:
-                other = json.loads(text or "{}").get("run") or "another run"
-            except json.JSONDecodeError:
-                other = "another run"
             raise TrainerBusy(
                 f"run {other!r} is training in this checkout; stop it first (lander stop {other})"
             ) from None

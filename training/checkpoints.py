@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import io
 import json
-import os
 import pickle
 import re
 import zipfile
@@ -24,10 +23,10 @@ if TYPE_CHECKING:  # only types here: status and bots on a light install load th
     from stable_baselines3.common.vec_env import VecNormalize
 
 from training.run_paths import RunPaths
+from training.run_record import TEMPORARY_SUFFIX, write_bytes_atomic
 
 CHECKPOINT_PATTERN = re.compile(r"ckpt_(\d+)\.zip")
 FINAL_NAME = "final.zip"
-TEMPORARY_SUFFIX = ".tmp"
 NORMALIZE_SUFFIX = ".vecnormalize.pkl"
 
 
@@ -41,15 +40,9 @@ def normalization_path(model_path: Path) -> Path:
 
 
 def _write_atomic(path: Path, data: bytes) -> None:
-    temporary = path.with_name(f".{path.name}{TEMPORARY_SUFFIX}")
     try:
-        with temporary.open("wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(temporary, path)
+        write_bytes_atomic(path, data)
     except OSError as exc:
-        temporary.unlink(missing_ok=True)
         raise CheckpointError(f"cannot write {path}: {exc.strerror or exc}") from None
 
 

@@ -25,23 +25,43 @@ def now_iso() -> str:
     return datetime.now(UTC).replace(microsecond=0).isoformat()
 
 
-def write_json_atomic(path: Path, data: Any) -> None:
-    """Write JSON to a temporary file beside ``path``, fsync it, then rename over ``path``.
+TEMPORARY_SUFFIX = ".tmp"
+"""What a file being written is called until it is complete (removed at the next start
+if a crash left it)."""
 
-    A crash leaves either the old file or the new one, never half of one.
-    """
+
+def write_bytes_atomic(path: Path, data: bytes) -> None:
+    """Write to a temporary file beside ``path``, fsync it, then rename over ``path``:
+    a crash leaves the old file or the new one, never half of one. The one atomic
+    writer of lander (run records, checkpoints, local settings, published bots)."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    temporary = path.with_name(f".{path.name}.tmp")
+    temporary = path.with_name(f".{path.name}{TEMPORARY_SUFFIX}")
     try:
-        with temporary.open("w") as handle:
-            json.dump(data, handle, indent=2, sort_keys=False)
-            handle.write("\n")
+        with temporary.open("wb") as handle:
+            handle.write(data)
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(temporary, path)
     except OSError:
         temporary.unlink(missing_ok=True)
         raise
+
+
+def write_json_atomic(path: Path, data: Any) -> None:
+    """:func:`write_bytes_atomic` of ``data`` as indented JSON."""
+    write_bytes_atomic(path, (json.dumps(data, indent=2) + "\n").encode())
+
+
+def load_runs(root: Path) -> list[RunRecord]:
+    """Every readable run record of the checkout (``checkpoints/*/run.json``), the one
+    scan of runs that status, push and ``resume`` without a name share."""
+    records = []
+    for path in sorted((root / "checkpoints").glob("*/run.json")):
+        try:
+            records.append(RunRecord.load(path))
+        except ValueError:
+            continue
+    return records
 
 
 @dataclass

@@ -1,0 +1,84 @@
+"""Each training setting is declared once (``training.config``) and every command that
+trains offers it: the declarations and the commands' options are the same set, and
+every option changes the setting it names."""
+
+from __future__ import annotations
+
+from dataclasses import fields
+from pathlib import Path
+from typing import Any
+
+import pytest
+import typer
+from typer.testing import CliRunner
+
+from cli import run_flow
+from cli.app import TUNED, app
+from cli.train_flags import option_name
+from training.config import TrainConfig
+from training.trainer import TrainRequest, plan_training
+
+DECLARED = {option_name(item.name) for item in fields(TrainConfig)}
+EXCLUDED = {"sweep": {"push_every"}, "tune": set(TUNED)}
+
+
+def _options(command: str) -> set[str]:
+    group = typer.main.get_command(app)
+    commands = group.commands  # type: ignore[attr-defined]
+    return {
+        name
+        for param in commands[command].params
+        if param.param_type_name == "option"
+        for name in param.opts  # the --no-x of a --x/--no-x pair is its secondary name
+    }
+
+
+@pytest.mark.parametrize("command", ["train", "start", "resume", "next", "sweep", "tune"])
+def test_every_training_command_offers_every_declared_setting(command: str) -> None:
+    wanted = DECLARED - {option_name(name) for name in EXCLUDED.get(command, set())}
+    assert wanted <= _options(command)
+
+
+def test_train_options_are_the_declared_settings_and_the_session_options() -> None:
+    session = {"--config", "--resume", "--reset-std", "--force", "--git", "--no-git", "--help"}
+    assert _options("train") - session == DECLARED
+
+
+def _changed(item_name: str, default: Any, tmp_path: Path) -> tuple[list[str], Any]:
+    """A value other than the default for a setting, as typed and as expected."""
+    flag = option_name(item_name)
+    if item_name == "game_args":
+        return [flag, "difficulty=2"], {"difficulty": "2"}
+    if item_name == "game_bin":
+        game = tmp_path / "game.x86_64"
+        game.write_text("#!/bin/sh\n")
+        game.chmod(0o755)
+        return [flag, str(game)], str(game.resolve())
+    if item_name == "device":
+        return [flag, "cpu"], "cpu"
+    if isinstance(default, bool):
+        return [flag if not default else f"--no-{flag[2:]}"], not default
+    if item_name in ("gamma", "gae_lambda"):
+        return [flag, "0.5"], 0.5
+    if default is None or isinstance(default, float):
+        value = 2.5 if item_name == "speedup" else 3 if item_name == "action_repeat" else 0.25
+        return [flag, str(value)], value
+    return [flag, str(default + 1)], default + 1
+
+
+def test_every_option_changes_the_setting_it_names(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    requests: list[TrainRequest] = []
+    monkeypatch.setattr(
+        run_flow, "run_training", lambda request, _git: requests.append(request) or 0
+    )
+    defaults = TrainConfig()
+    for item in fields(TrainConfig):
+        argv, expected = _changed(item.name, getattr(defaults, item.name), tmp_path)
+        result = CliRunner().invoke(app, ["train", "x", *argv], env={"LANDER_HOME": str(tmp_path)})
+        assert result.exit_code == 0, (argv, result.output)
+        config = plan_training(requests[-1]).config
+        assert getattr(config, item.name) == expected, item.name
+        others = {f.name for f in fields(TrainConfig)} - {item.name}
+        assert all(getattr(config, name) == getattr(defaults, name) for name in others), argv
