@@ -13,6 +13,8 @@ import typer
 from cli import train_flags as flags
 from cli.console import console, error_console, fail
 from cli.paths import project_root
+from game_bridge.errors import BridgeError
+from game_bridge.instance import interrupt_waits
 from game_bridge.protocol import DEFAULT_PORT
 from training.config import ConfigError
 
@@ -626,8 +628,23 @@ class Terminated(BaseException):
     error, so what is being set up (games being launched) is closed on the way out."""
 
 
-def _terminated(_signum: int, _frame: object) -> None:
+_SIGTERM_SEEN: list[int] = []
+
+
+def _terminated(signum: int, _frame: object) -> None:
+    _SIGTERM_SEEN.append(signum)
+    # The exception below is lost if the signal lands where Python ignores exceptions
+    # (an at-fork hook while a game is being launched); every wait for a game then
+    # ends within a poll slice instead, and main() still reports the signal.
+    interrupt_waits()
     raise Terminated
+
+
+def _quiet_when_terminated(unraisable: Any) -> None:
+    """A Terminated that Python had to drop (see :func:`_terminated`) is no error to show."""
+    if isinstance(unraisable.exc_value, Terminated):
+        return
+    sys.__unraisablehook__(unraisable)
 
 
 def main() -> None:
@@ -637,9 +654,12 @@ def main() -> None:
     expected (a full disk, a vanished folder) ends as one red line.
     """
     signal.signal(signal.SIGTERM, _terminated)
+    sys.unraisablehook = _quiet_when_terminated
     try:
         app()
-    except Terminated:
+    except (Terminated, SystemExit, BridgeError):
+        if not _SIGTERM_SEEN:
+            raise
         error_console.print("[yellow]terminated[/] (SIGTERM)")
         sys.exit(128 + signal.SIGTERM)
     except ConfigError as exc:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from typing import NoReturn
 
@@ -18,3 +19,9 @@ def fail(message: str, code: int = 1) -> NoReturn:
     """Print a one-line red error and exit non-zero: the way every user mistake ends."""
     error_console.print(f"[bold red]error:[/] {message}", soft_wrap=True)
     raise typer.Exit(code)
+
+
+def how(args: str) -> str:
+    """A lander command as the user types it here, for hints: ``./lander ...`` when they
+    run the bootstrap script (it says so in ``LANDER_COMMAND``), else ``lander ...``."""
+    return f"{os.environ.get('LANDER_COMMAND') or 'lander'} {args}"

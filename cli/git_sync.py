@@ -15,6 +15,7 @@ from pathlib import Path
 
 import git
 
+from cli.console import how
 from training.run_paths import RunPaths
 
 NETWORK_TIMEOUT_S = float(os.environ.get("LANDER_GIT_TIMEOUT", "120"))
@@ -260,7 +261,7 @@ def push(root: Path, deadline_s: float = PUSH_DEADLINE_S) -> PushResult:
             if not rejected or time.monotonic() > give_up:
                 return PushResult(
                     False,
-                    f"push failed ({reason}); the commit stays local: run `lander push` later",
+                    f"push failed ({reason}); the commit stays local: run `{how('push')}` later",
                 )
         time.sleep(random.uniform(0.1, 1.0) * min(attempts, 5))
         try:

@@ -3,11 +3,12 @@ and ``lander push`` for whatever runs left unpushed."""
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 from pathlib import Path
 
-from cli.console import console, fail
+from cli.console import console, fail, how
 from cli.dashboard import DashboardError, choose_dashboard
 from cli.git_sync import keep_out_of_git, let_into_git, run_paths_to_stage
 from cli.publishing import in_git, publish_files
@@ -23,8 +24,16 @@ from cli.tmux_sessions import (
     window_alive,
 )
 from cli.trainer_lock import holder
-from training.run_paths import RunPaths
+from training.run_paths import RunPaths, unknown_run
 from training.run_record import RunRecord, load_runs
+
+
+def _session_environment(root: Path) -> dict[str, str]:
+    """What a tmux window needs of this shell: the checkout, and how hints name lander."""
+    environment = {"LANDER_HOME": str(root)}
+    if os.environ.get("LANDER_COMMAND"):
+        environment["LANDER_COMMAND"] = os.environ["LANDER_COMMAND"]
+    return environment
 
 
 def start_in_tmux(
@@ -42,12 +51,12 @@ def start_in_tmux(
         if sys.stdin.isatty() and sys.stdout.isatty():
             attach(session)
         console.print(
-            f"run {run} is running in tmux session {session.session_name}; attach with: lander attach {run}"
+            f"run {run} is running in tmux session {session.session_name}; attach with: {how(f'attach {run}')}"
         )
         return
     busy = holder(root)
     if busy is not None:
-        fail(f"run {busy!r} is training in this checkout; stop it first (lander stop {busy})")
+        fail(f"run {busy!r} is training in this checkout; stop it first ({how(f'stop {busy}')})")
     if session is not None:
         session.kill()  # the last trainer of this run has ended: start afresh
     try:
@@ -56,7 +65,7 @@ def start_in_tmux(
         fail(str(exc))
     try:
         command = command_args if command_args is not None else ["train", run, *train_args]
-        create_run_session(run, root, command, dashboard.command, {"LANDER_HOME": str(root)})
+        create_run_session(run, root, command, dashboard.command, _session_environment(root))
     except TmuxError as exc:
         fail(str(exc))
     console.print(
@@ -64,7 +73,7 @@ def start_in_tmux(
     )
     console.print(f"dashboard: {dashboard.url}  ({dashboard.note})")
     console.print(
-        f"attach: lander attach {run}   (detach again with Ctrl-b d)   stop: lander stop {run}"
+        f"attach: {how(f'attach {run}')}   (detach again with Ctrl-b d)   stop: {how(f'stop {run}')}"
     )
 
 
@@ -79,7 +88,17 @@ def stop_run(root: Path, run: str, timeout: float) -> None:
     paths = RunPaths(root, run)
     session = find_session(run)
     if session is None or not window_alive(session, TRAIN_WINDOW):
-        fail(f"run {run} is not running in tmux here (lander status shows every run)")
+        if not paths.exists():
+            fail(unknown_run(root, run))
+        ended = RunRecord.load(paths.run_json)
+        if ended.status != "running":
+            fail(
+                f"run {run} is not running: it {ended.status} at {ended.total_timesteps:,} steps "
+                f"(continue it with {how(f'resume {run}')})"
+            )
+        fail(
+            f"run {run} is not training in tmux here (another machine, or it was killed: see {how('status')})"
+        )
     started = time.monotonic()
     send_interrupt(session)
     console.print(
@@ -88,7 +107,7 @@ def stop_run(root: Path, run: str, timeout: float) -> None:
     while window_alive(session, TRAIN_WINDOW):
         if time.monotonic() - started > timeout:
             fail(
-                f"run {run} did not finish within {timeout:.0f} s; look at it with: lander attach {run}"
+                f"run {run} did not finish within {timeout:.0f} s; look at it with: {how(f'attach {run}')}"
             )
         time.sleep(0.5)
     output = "\n".join(train_output(session, 200))
@@ -127,7 +146,7 @@ def push_runs(root: Path, run: str | None = None) -> None:
     if run is not None:
         paths = RunPaths(root, run)
         if not paths.exists():
-            fail(f"run {run!r} does not exist in checkpoints/ (lander status lists the runs)")
+            fail(unknown_run(root, run))
         if let_into_git(root, run) or not in_git(root, run):
             record = RunRecord.load(paths.run_json)
             _let_trial_in(root, run, record)
@@ -141,7 +160,7 @@ def push_runs(root: Path, run: str | None = None) -> None:
         kept_out = sorted(set(every) - set(runs))
         if kept_out:
             console.print(
-                f"kept out of git (--no-git): {', '.join(kept_out)}; publish one with: lander push RUN"
+                f"kept out of git (--no-git): {', '.join(kept_out)}; publish one with: {how('push RUN')}"
             )
     stage = sorted({p for name in runs for p in run_paths_to_stage(root, name)})
     message = f"lander push: results of {', '.join(runs) or 'no runs'}"

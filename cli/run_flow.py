@@ -14,7 +14,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from cli.console import console, fail
+from cli.console import console, fail, how
 from cli.git_sync import (
     GitSyncError,
     current_commit,
@@ -159,7 +159,8 @@ def finish_run(root: Path, run: str, outcome: TrainOutcome) -> None:
     )
     if outcome.record.config.game_bin is not None:
         console.print(
-            f"evaluate it on this game with: lander eval {run} --game-bin {outcome.record.config.game_bin}"
+            "evaluate it on this game with: "
+            + how(f"eval {run} --game-bin {outcome.record.config.game_bin}")
         )
         return
     target = run_target(root, run)

@@ -13,6 +13,8 @@ import os
 from pathlib import Path
 from typing import IO
 
+from cli.console import how
+
 LOCK_NAME = ".lander-trainer.lock"
 
 
@@ -69,7 +71,7 @@ class TrainerLock:
             other = _holder_run(handle) or "another run"
             handle.close()
             raise TrainerBusy(
-                f"run {other!r} is training in this checkout; stop it first (lander stop {other})"
+                f"run {other!r} is training in this checkout; stop it first ({how(f'stop {other}')})"
             ) from None
         self._handle = handle
         self.name_run(self.run)

@@ -43,6 +43,11 @@ def interrupt_waits() -> None:
     _stop_waiting.set()
 
 
+def waits_interrupted() -> bool:
+    """True once :func:`interrupt_waits` was called (until :func:`allow_waits`)."""
+    return _stop_waiting.is_set()
+
+
 def allow_waits() -> None:
     """Let waits run to their deadline again (a new training session)."""
     _stop_waiting.clear()

@@ -17,8 +17,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from game_bridge import protocol
-from game_bridge.errors import BridgeError, LaunchError, PortInUse
-from game_bridge.instance import GameInstance
+from game_bridge.errors import BridgeError, Interrupted, LaunchError, PortInUse
+from game_bridge.instance import GameInstance, waits_interrupted
 from game_bridge.spaces import EnvInfo, parse_env_info
 
 _PORT_TRIES = 20
@@ -131,6 +131,9 @@ def _accept_all(instances: list[GameInstance], deadline: float) -> None:
                         f"the game exited with code {instance.exit_code()} before connecting"
                         + (f"; last output: {tail}" if tail else ""),
                     )
+            if waiting and waits_interrupted():
+                late = [i.index for i in instances if not i.connected]
+                raise Interrupted(late[0], "stopped while the games were starting")
             if waiting and time.monotonic() > deadline:
                 late = [i.index for i in instances if not i.connected]
                 raise LaunchError(late[0], f"instances {late} did not connect in time")

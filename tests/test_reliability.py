@@ -449,7 +449,7 @@ def test_bad_input_is_one_line_a_non_zero_exit_and_nothing_written(tmp_path: Pat
             "unknown setting(s) warp_factor",
         ),
         (["train", "x", "--no-git", "--config", str(wrong_kind)], "n_parallel must be int"),
-        (["export", "nothing"], "has no checkpoints folder"),
+        (["export", "nothing"], "run 'nothing' does not exist"),
         (["play", str(tmp_path / "missing.json")], "cannot read bot"),
         (["train", "x", "--no-git", "--game-arg", "difficulty"], "--game-arg expects KEY=VALUE"),
         (["train", "x", "--no-git", "--seed", "-1"], "seed must be 0 or more"),

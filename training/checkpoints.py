@@ -22,7 +22,7 @@ if TYPE_CHECKING:  # only types here: status and bots on a light install load th
     from stable_baselines3.common.base_class import BaseAlgorithm
     from stable_baselines3.common.vec_env import VecNormalize
 
-from training.run_paths import RunPaths
+from training.run_paths import RunPaths, unknown_run
 from training.run_record import TEMPORARY_SUFFIX, write_bytes_atomic
 
 CHECKPOINT_PATTERN = re.compile(r"ckpt_(\d+)\.zip")
@@ -169,7 +169,7 @@ def find_resume_point(root: Path, source: str, console: Console | None = None) -
         return ResumePoint(candidate.resolve(), None)
     paths = RunPaths(root, source)
     if not paths.checkpoints.is_dir():
-        raise CheckpointError(f"run {source!r} has no checkpoints folder ({paths.checkpoints})")
+        raise CheckpointError(unknown_run(root, source))
     valid: list[tuple[int, int, Path]] = []
     for rank, option in enumerate([*rotating_checkpoints(paths.checkpoints), paths.final]):
         if not option.exists():

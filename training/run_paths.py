@@ -6,6 +6,7 @@ a tmux session or part of a git commit.
 
 from __future__ import annotations
 
+import difflib
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -88,6 +89,15 @@ class RunPaths:
     def exists(self) -> bool:
         """True when this run has been started before."""
         return self.run_json.exists()
+
+
+def unknown_run(root: Path, run: str) -> str:
+    """The message for a run name that names no run here, with the closest one when a
+    typo is likely (``did you mean run03?``)."""
+    names = sorted(path.parent.name for path in (root / "checkpoints").glob("*/run.json"))
+    close = difflib.get_close_matches(run, names, n=1, cutoff=0.6)
+    hint = f"; did you mean {close[0]}?" if close else " (status lists the runs)"
+    return f"run {run!r} does not exist in {root / 'checkpoints'}{hint}"
 
 
 def next_run_name(root: Path, run: str) -> str:

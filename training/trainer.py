@@ -153,7 +153,8 @@ def plan_training(request: TrainRequest, console: Console | None = None) -> Trai
             )
     elif paths.exists() and not request.force:
         raise RunExists(
-            f"run {request.run!r} already exists: use --resume {request.run} to continue it or --force to start over"
+            f"run {request.run!r} already exists: continue it with `resume {request.run}` "
+            f"(or --resume {request.run}), or start over with --force"
         )
     if paths.exists() and not owns_run(request.root, request.run):
         # Two checkouts writing one run's files would collide in git.
