@@ -8,6 +8,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -22,7 +23,7 @@ from game_bridge.errors import (
 from game_bridge.lander_game.physics import LanderPhysics
 from game_bridge.launcher import LaunchConfig
 from game_bridge.vec_env import GameVecEnv
-from tests.conftest import python_game, wait_until
+from tests.conftest import GAMES_DIR, game_executable, python_game, wait_until
 
 
 @pytest.mark.parametrize("fast_wire", [False, True], ids=["json", "binary"])
@@ -229,16 +230,23 @@ def test_games_exit_by_themselves_when_the_trainer_is_killed(
             trainer.kill()
 
 
-def test_all_instances_start_together(port_block: Callable[[int], int]) -> None:
-    started = time.monotonic()
-    env = GameVecEnv(
-        LaunchConfig(n_instances=4, base_port=port_block(4), game_args={"agents": "8"})
+def test_all_instances_start_together(tmp_path: Path, port_block: Callable[[int], int]) -> None:
+    """Each game waits a second before it connects: launched one after another, their
+    starts would be a second apart; launched together, they start within a fraction."""
+    stamps = tmp_path / "starts"
+    stamps.mkdir()
+    script = (
+        "import os, sys, time; "
+        f"open(os.path.join({str(stamps)!r}, str(os.getpid())), 'w').write(repr(time.time())); "
+        "time.sleep(1.0); "
+        f"os.execv(sys.executable, [sys.executable, {str(GAMES_DIR / 'faulty_game.py')!r}, "
+        "'--fault=none', *sys.argv[1:]])"
     )
-    four = time.monotonic() - started
-    env.close()
-    assert env.num_envs == 32
-    started = time.monotonic()
-    GameVecEnv(LaunchConfig(n_instances=1, base_port=port_block(1))).close()
-    one = time.monotonic() - started
-    # Sequential starts would take about 4x one; together it is far less.
-    assert four < 3.0 * one + 0.5
+    game = game_executable(tmp_path / "slow_to_connect.x86_64", [sys.executable, "-c", script])
+    env = GameVecEnv(LaunchConfig(command=[str(game)], n_instances=4, base_port=port_block(4)))
+    try:
+        starts = [float(path.read_text()) for path in stamps.iterdir()]
+        assert len(starts) == 4 and env.num_envs == 8
+        assert max(starts) - min(starts) < 0.9
+    finally:
+        env.close()

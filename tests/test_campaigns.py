@@ -25,7 +25,7 @@ def lander(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-def test_sweep_runs_trials_resumes_when_stopped_and_names_the_champion(
+def test_sweep_runs_trials_adds_more_when_run_again_and_names_the_champion(
     checkout: tuple[Path, Path], port_block: Callable[[int], int]
 ) -> None:
     work, remote = checkout

@@ -210,14 +210,16 @@ def test_trained_run_exports_a_bot_that_scores_as_its_checkpoint(
     assert from_bot.success_rate == from_checkpoint.success_rate
 
 
-def test_evaluation_normalizes_random_to_zero_and_reference_to_one() -> None:
+def test_normalization_baselines_hold_on_episodes_they_were_not_measured_on() -> None:
+    """The baselines come from fixed seeds; on other seeds the reference controller still
+    scores about 1 and the random policy about 0."""
     from game_bridge.lander_game.controllers import random_actions, reference_actions
 
-    rng = np.random.default_rng(12345)
-    reference = evaluate_on_lander(reference_actions, 200, seed=12345)
-    random = evaluate_on_lander(lambda o: random_actions(rng, len(o), False), 200, seed=12345)
-    assert reference.normalized_score == pytest.approx(1.0)
-    assert random.normalized_score == pytest.approx(0.0)
+    rng = np.random.default_rng(4242)
+    reference = evaluate_on_lander(reference_actions, 200, seed=4242)
+    random = evaluate_on_lander(lambda o: random_actions(rng, len(o), False), 200, seed=4242)
+    assert reference.normalized_score == pytest.approx(1.0, abs=0.05)
+    assert random.normalized_score == pytest.approx(0.0, abs=0.05)
 
 
 def run_cli(home: Path, *args: str) -> subprocess.CompletedProcess[str]:

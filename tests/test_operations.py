@@ -4,6 +4,7 @@ bare remote in a temporary folder, a second clone, TensorBoard on loopback."""
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import urllib.request
 from pathlib import Path
@@ -217,18 +218,28 @@ def test_start_refuses_bad_names_and_flags_before_tmux(
 
 
 def test_push_every_commits_and_pushes_mid_run(checkout: tuple[Path, Path]) -> None:
+    """The remote has the run's checkpoints while the run still trains."""
     work, remote = checkout
-    result = lander(
-        work, "train", "often", "--timesteps", "4096", "--checkpoint-every", "1024", "--push-every", "2",
-        "--n-parallel", "2", "--agents-per-instance", "2", "--n-steps", "256", "--port", str(find_free_port_block(2)),
+    env = {**os.environ, **GIT_IDENTITY, "LANDER_HOME": str(work)}
+    trainer = subprocess.Popen(
+        [str(LANDER), "train", "often", "--timesteps", "10000000", "--checkpoint-every", "1024",
+         "--push-every", "2", "--n-parallel", "2", "--agents-per-instance", "2", "--n-steps", "256",
+         "--port", str(find_free_port_block(2))],
+        env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
     )  # fmt: skip
-    assert result.returncode == 0, result.stdout + result.stderr
-    subjects = git(remote, "log", "--format=%s", "main").splitlines()
-    mid_run = [s for s in subjects if s.startswith("often:") and "(checkpoint ckpt_" in s]
-    assert len(mid_run) == 2, subjects  # after checkpoints 2 and 4
-    assert any(
-        s.startswith("often: 4,096 steps") and s.endswith("(finished)") for s in subjects
-    ) or any("(finished)" in s for s in subjects)
+
+    def pushed_mid_run() -> list[str]:
+        subjects = git(remote, "log", "--format=%s", "main").splitlines()
+        return [s for s in subjects if s.startswith("often:") and "(checkpoint ckpt_" in s]
+
+    try:
+        wait_until(lambda: len(pushed_mid_run()) >= 2, 180, "two pushes during the run")
+        assert trainer.poll() is None, "the run was still training when the remote had them"
+    finally:
+        trainer.send_signal(signal.SIGINT)
+        output, _ = trainer.communicate(timeout=180)
+    assert trainer.returncode == 0, output
+    assert "(interrupted)" in git(remote, "log", "-1", "--format=%s", "main")
 
 
 def test_start_runs_a_curriculum_in_tmux(checkout: tuple[Path, Path], tmux_socket: str) -> None:

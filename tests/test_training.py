@@ -378,19 +378,33 @@ def test_a_stale_final_loses_to_a_newer_checkpoint(
     assert chosen.name == "ckpt_000000008192.zip"
 
 
+class _WireSeen(BaseCallback):
+    """Records whether the environment PPO trains on steps in binary."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.binary: bool | None = None
+
+    def _on_training_start(self) -> None:
+        from training.environments import game_env_of
+
+        game = game_env_of(self.training_env)
+        self.binary = None if game is None else game.binary
+
+    def _on_step(self) -> bool:
+        return True
+
+
 def test_fast_wire_training_uses_binary_steps(
     tmp_path: Path, port_block: Callable[[int], int]
 ) -> None:
-    from training.environments import game_env_of, make_vec_env
-
-    outcome = train(TrainRequest(tmp_path, "fast", small_run(port_block(2), fast_wire=True)), QUIET)
-    assert outcome.status == "finished" and outcome.record.config.fast_wire
-    env = make_vec_env(outcome.record.config)
-    try:
-        game = game_env_of(env)
-        assert game is not None and game.binary
-    finally:
-        env.close()
+    seen = _WireSeen()
+    request = TrainRequest(tmp_path, "fast", small_run(port_block(2), fast_wire=True))
+    outcome = train(request, QUIET, extra_callbacks=[seen])
+    assert outcome.status == "finished" and seen.binary is True
+    plain = _WireSeen()
+    train(TrainRequest(tmp_path, "plain", small_run(port_block(2))), QUIET, extra_callbacks=[plain])
+    assert plain.binary is False
 
 
 class _ThreadsSeen(BaseCallback):
