@@ -558,6 +558,14 @@ def status() -> None:
 
 
 @app.command()
+def clean() -> None:
+    """Remove the tmux sessions of runs that have ended (and of dashboards that exited)."""
+    from cli.operations import clean_sessions
+
+    clean_sessions()
+
+
+@app.command()
 def attach(
     run: Annotated[
         str, typer.Argument(metavar="RUN", help="The run whose tmux session to attach.")

@@ -18,8 +18,10 @@ from cli.tmux_sessions import (
     attach,
     create_run_session,
     find_session,
+    remove_ended_sessions,
     send_interrupt,
     session_name,
+    start_dashboard,
     train_output,
     window_alive,
 )
@@ -65,7 +67,9 @@ def start_in_tmux(
         fail(str(exc))
     try:
         command = command_args if command_args is not None else ["train", run, *train_args]
-        create_run_session(run, root, command, dashboard.command, _session_environment(root))
+        create_run_session(run, root, command, _session_environment(root))
+        if dashboard.command is not None:
+            start_dashboard(dashboard.port, root, dashboard.command, _session_environment(root))
     except TmuxError as exc:
         fail(str(exc))
     console.print(
@@ -126,6 +130,17 @@ def stop_run(root: Path, run: str, timeout: float) -> None:
     console.print(
         ("[green]✓[/] " if any("pushed to" in line for line in pushed) else "[yellow]![/] ")
         + (pushed[-1] if pushed else "git: no push reported (was it started with --no-git?)")
+    )
+    session.kill()  # the run has ended; train.log keeps what its window showed
+
+
+def clean_sessions() -> None:
+    """``lander clean``: remove the tmux sessions of runs (and dashboards) that have ended."""
+    removed = remove_ended_sessions()
+    console.print(
+        f"removed {len(removed)} ended session(s): {', '.join(removed)}"
+        if removed
+        else "no ended sessions"
     )
 
 

@@ -1,9 +1,11 @@
 """Detached tmux sessions of runs, through libtmux.
 
-A run's session ``lander-<run>`` has a window ``train`` running ``lander train``
-and a window ``dashboard`` running TensorBoard. Windows stay after their program
-exits (``remain-on-exit``), so a person attaching later reads how it ended.
-Set ``LANDER_TMUX_SOCKET`` to use a private tmux server (tests do).
+A run's session ``lander-<run>`` has a window ``train`` running ``lander train``;
+TensorBoard has a session of its own, ``lander-dashboard-<port>``, shared by every
+run of the checkout, so tidying a run's session never takes the dashboard away.
+Windows stay after their program exits (``remain-on-exit``), so a person attaching
+later reads how it ended; ``lander stop`` and ``lander clean`` remove the sessions of
+runs that have ended. Set ``LANDER_TMUX_SOCKET`` to use a private tmux server (tests do).
 """
 
 from __future__ import annotations
@@ -17,8 +19,12 @@ import libtmux
 from libtmux.exc import LibTmuxException
 
 SESSION_PREFIX = "lander-"
+DASHBOARD_PREFIX = SESSION_PREFIX + "dashboard-"
 TRAIN_WINDOW = "train"
 DASHBOARD_WINDOW = "dashboard"
+WINDOW_SIZE = (220, 50)
+"""Columns and rows of a detached window: wide enough for the progress line, which
+would otherwise wrap and leave a stale copy in the scrollback at every refresh."""
 
 
 class TmuxError(Exception):
@@ -69,38 +75,76 @@ def lander_command(*args: str) -> list[str]:
     return [sys.executable, "-m", "cli", *args]
 
 
+def _new_session(name: str, window: str, root: Path) -> libtmux.Session:
+    return server().new_session(
+        session_name=name,
+        window_name=window,
+        start_directory=str(root),
+        window_command="cat",  # a placeholder until remain-on-exit is set
+        attach=False,
+        x=WINDOW_SIZE[0],
+        y=WINDOW_SIZE[1],
+    )
+
+
 def create_run_session(
-    run: str,
-    root: Path,
-    command_args: list[str],
-    dashboard: list[str] | None,
-    environment: dict[str, str],
+    run: str, root: Path, command_args: list[str], environment: dict[str, str]
 ) -> libtmux.Session:
     """Create the detached session: a ``train`` window running ``lander <command_args>``
-    (``train RUN ...``, a sweep or a curriculum), and ``dashboard`` unless None.
+    (``train RUN ...``, a sweep or a curriculum).
 
     :raises TmuxError: when tmux cannot create it.
     """
     try:
-        session = server().new_session(
-            session_name=session_name(run),
-            window_name=TRAIN_WINDOW,
-            start_directory=str(root),
-            window_command="cat",  # a placeholder until remain-on-exit is set
-            attach=False,
-        )
+        session = _new_session(session_name(run), TRAIN_WINDOW, root)
         train_window = _window(session, TRAIN_WINDOW)
         assert train_window is not None
         _run_in_window(train_window, lander_command(*command_args), environment)
-        if dashboard is not None:
-            window = session.new_window(
-                window_name=DASHBOARD_WINDOW, start_directory=str(root), window_shell="cat"
-            )
-            _run_in_window(window, dashboard, environment)
-        train_window.select()
     except (LibTmuxException, OSError) as exc:
         raise TmuxError(f"tmux could not create the session: {exc}") from None
     return session
+
+
+def dashboard_session_name(port: int) -> str:
+    """The dashboard's own session, one per port."""
+    return f"{DASHBOARD_PREFIX}{port}"
+
+
+def start_dashboard(port: int, root: Path, command: list[str], environment: dict[str, str]) -> None:
+    """Run TensorBoard in its own detached session (replacing an ended one of that port).
+
+    :raises TmuxError: when tmux cannot create it.
+    """
+    name = dashboard_session_name(port)
+    try:
+        old = server().sessions.get(session_name=name, default=None)
+        if old is not None:
+            old.kill()
+        session = _new_session(name, DASHBOARD_WINDOW, root)
+        window = _window(session, DASHBOARD_WINDOW)
+        assert window is not None
+        _run_in_window(window, command, environment)
+    except (LibTmuxException, OSError) as exc:
+        raise TmuxError(f"tmux could not start the dashboard: {exc}") from None
+
+
+def remove_ended_sessions() -> list[str]:
+    """Kill the sessions whose program has ended (runs that finished, failed or were
+    stopped; a dashboard that exited); return their names."""
+    try:
+        sessions = list(server().sessions)
+    except LibTmuxException:
+        return []
+    removed = []
+    for session in sessions:
+        name = session.session_name or ""
+        if not name.startswith(SESSION_PREFIX):
+            continue
+        window = DASHBOARD_WINDOW if name.startswith(DASHBOARD_PREFIX) else TRAIN_WINDOW
+        if not window_alive(session, window):
+            session.kill()
+            removed.append(name)
+    return removed
 
 
 def send_interrupt(session: libtmux.Session) -> None:

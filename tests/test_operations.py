@@ -11,6 +11,7 @@ from pathlib import Path
 
 import libtmux
 
+from cli.tmux_sessions import window_alive
 from tests.conftest import GIT_IDENTITY, REPO_ROOT, SMALL, find_free_port_block, git, wait_until
 
 LANDER = REPO_ROOT / ".venv" / "bin" / "lander"
@@ -66,8 +67,12 @@ def test_start_stop_push_and_a_second_clone_gets_every_result(
     )  # fmt: skip
     assert started.returncode == 0, started.stdout + started.stderr
     assert f"http://127.0.0.1:{tb_port}/" in started.stdout and "lander attach r1" in started.stdout
-    session = libtmux.Server(socket_name=tmux_socket).sessions.get(session_name="lander-r1")
-    assert {w.window_name for w in session.windows} == {"train", "dashboard"}
+    tmux = libtmux.Server(socket_name=tmux_socket)
+    session = tmux.sessions.get(session_name="lander-r1")
+    assert [w.window_name for w in session.windows] == ["train"]
+    assert int(session.windows[0].window_width or 0) >= 200, "the progress line fits"
+    dashboard = tmux.sessions.get(session_name=f"lander-dashboard-{tb_port}")
+    assert [w.window_name for w in dashboard.windows] == ["dashboard"]
     wait_until(lambda: http_ok(f"http://127.0.0.1:{tb_port}/"), 90, "TensorBoard to answer")
     log = work / "logs" / "r1" / "train.log"
     wait_until(lambda: log.exists() and "steps=" in log.read_text(), 90, "the first rollout")
@@ -83,6 +88,14 @@ def test_start_stop_push_and_a_second_clone_gets_every_result(
     assert "final checkpoint checkpoints/r1/final.zip" in stopped.stdout
     assert "pushed to origin/main" in stopped.stdout
     assert trainer_processes("r1") == 0
+    assert tmux.sessions.get(session_name="lander-r1", default=None) is None, (
+        "an ended run's session goes"
+    )
+    assert http_ok(f"http://127.0.0.1:{tb_port}/"), "the dashboard outlives the run's session"
+    again_stopped = lander(work, "stop", "r1", socket=tmux_socket)
+    assert (
+        again_stopped.returncode == 1 and "is not running: it interrupted" in again_stopped.stderr
+    )
 
     second = tmp_path / "laptop"
     git(tmp_path, "clone", "-q", str(remote), str(second))
@@ -263,3 +276,10 @@ def test_start_runs_a_curriculum_in_tmux(checkout: tuple[Path, Path], tmux_socke
         "stage 2 to finish",
     )
     assert '"parent": "tour-a"' in record.read_text()
+    tmux = libtmux.Server(socket_name=tmux_socket)
+    session = tmux.sessions.get(session_name="lander-tour")
+    wait_until(lambda: not window_alive(session, "train"), 60, "the curriculum's window to end")
+    cleaned = lander(work, "clean", socket=tmux_socket)
+    assert cleaned.returncode == 0 and "lander-tour" in cleaned.stdout
+    names = {s.session_name for s in tmux.sessions}
+    assert "lander-tour" not in names and any(n.startswith("lander-dashboard-") for n in names)
