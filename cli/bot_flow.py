@@ -176,4 +176,16 @@ def play_and_report(
             f"{len(trace.returns)} episode(s): mean_reward={mean:.2f} success_rate={rate:.2f}"
         )
     if record is not None:
-        console.print(f"recorded {record_picture(trace, record)}")
+        score = (
+            f"mean return {sum(trace.returns) / len(trace.returns):.1f}, success "
+            f"{sum(trace.successes) / len(trace.successes):.0%} over {len(trace.returns)} episode(s)"
+            if trace.returns
+            else "no episode ended"
+        )
+        name = bot.spec.get("run") or bot_path.stem
+        steps = bot.spec.get("timesteps")
+        title = f"bot {name}" + (f" ({steps:,} steps)" if steps else "") + f": {score}"
+        picture = record_picture(
+            trace, record, title=title, steps_per_second=60 / settings.action_repeat
+        )
+        console.print(f"recorded {picture}")

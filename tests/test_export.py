@@ -260,11 +260,16 @@ def test_train_flow_exports_evaluates_and_play_records_headless(
         )
         assert played.returncode == 0, played.stderr
         with Image.open(tmp_path / picture) as image:
-            assert image.size == (800, 600)
-            colors = image.convert("RGB").getcolors(maxcolors=1 << 16)
+            assert image.size == (900, 680)
+            rgb = image.convert("RGB")
+            colors = rgb.getcolors(maxcolors=1 << 16)
             assert colors is not None and len(colors) > 3, (
                 "the picture shows trajectories, not a blank canvas"
             )
+            title_band = rgb.crop((0, 0, 900, 40)).getcolors(maxcolors=1 << 16)
+            axis_band = rgb.crop((0, 640, 900, 680)).getcolors(maxcolors=1 << 16)
+            assert title_band and len(title_band) > 1, "a title and a legend above the plot"
+            assert axis_band and len(axis_band) > 1, "axis labels below the plot"
 
 
 def test_the_bundled_game_plays_a_bot_by_itself(tmp_path: Path) -> None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 import numpy as np
 from rich.console import Console
@@ -190,19 +190,66 @@ def play_bot(
     return trace
 
 
-def _to_pixels(points: np.ndarray, size: tuple[int, int], margin: int) -> list[tuple[float, float]]:
-    width, height = size
-    xs = margin + points[:, 0] / WIDTH * (width - 2 * margin)
-    ys = height - margin - points[:, 1] / HEIGHT * (height - 2 * margin)
+_PLOT_BOX = (70, 80, 20, 50)
+"""Left, top, right and bottom margins of the plot in pixels: room for the title,
+the legend and the axes."""
+
+
+def _to_pixels(points: np.ndarray, size: tuple[int, int]) -> list[tuple[float, float]]:
+    left, top, right, bottom = _PLOT_BOX
+    width, height = size[0] - left - right, size[1] - top - bottom
+    xs = left + points[:, 0] / WIDTH * width
+    ys = top + height - points[:, 1] / HEIGHT * height
     return list(zip(xs.tolist(), ys.tolist(), strict=True))
 
 
-def record_picture(trace: PlayTrace, path: Path, size: tuple[int, int] = (800, 600)) -> Path:
+def _draw_frame(canvas: Any, size: tuple[int, int], title: str) -> None:
+    """Title, legend, and the axes in game metres."""
+    left, top, right, bottom = _PLOT_BOX
+    x0, y0, x1, y1 = left, top, size[0] - right, size[1] - bottom
+    canvas.rectangle([x0, y0, x1, y1], outline="black", width=2)
+    canvas.text((left, 8), title, fill="black")
+    legend = (
+        "line: a lander's flight, faint at its start, full colour at its end; "
+        "dots: one per game second; o start, filled circle end; x: its targets"
+    )
+    canvas.text((left, 28), legend, fill="#444444")
+    tick = 2 if max(WIDTH, HEIGHT) <= 30 else 10
+    for metres in range(0, int(WIDTH) + 1, tick):
+        x = x0 + metres / WIDTH * (x1 - x0)
+        canvas.line([x, y1, x, y1 + 5], fill="black")
+        canvas.text((x - 6, y1 + 8), str(metres), fill="black")
+    for metres in range(0, int(HEIGHT) + 1, tick):
+        y = y1 - metres / HEIGHT * (y1 - y0)
+        canvas.line([x0 - 5, y, x0, y], fill="black")
+        canvas.text((x0 - 30, y - 6), str(metres), fill="black")
+    canvas.text(((x0 + x1) / 2 - 40, y1 + 26), "x (metres)", fill="black")
+    canvas.text((6, y0 - 16), "y (metres)", fill="black")
+
+
+def _faded(color: str, amount: float) -> tuple[int, int, int]:
+    """``color`` mixed with white: 0 is white, 1 the colour itself."""
+    red, green, blue = (int(color[k : k + 2], 16) for k in (1, 3, 5))
+    return tuple(round(255 - (255 - c) * amount) for c in (red, green, blue))  # type: ignore[return-value]
+
+
+def record_picture(
+    trace: PlayTrace,
+    path: Path,
+    size: tuple[int, int] = (900, 680),
+    title: str = "",
+    steps_per_second: float = 10.0,
+) -> Path:
     """Draw the trajectories: a PNG of whole paths, or a GIF that replays them.
 
-    Each lander's path is a coloured line; its targets are crosses of the same
-    colour, so a reader sees at a glance whether the lander reached them.
+    Each lander's path is a line in its colour that darkens with time, with a dot per
+    game second, a ring where it started and a disc where it ended; its targets are
+    crosses of the same colour, so a reader sees at a glance whether, and how soon,
+    the lander reached them. The title names the bot and its score; the axes are in
+    game metres.
 
+    :param title: the first line of the picture (the bot and its score).
+    :param steps_per_second: bot steps per game second (60 / action repeat).
     :raises ValueError: for a suffix other than .png or .gif, or an empty trace.
     """
     from PIL import Image, ImageDraw
@@ -213,29 +260,41 @@ def record_picture(trace: PlayTrace, path: Path, size: tuple[int, int] = (800, 6
         raise ValueError("nothing was played, so there is nothing to draw")
     positions = np.stack(trace.positions)
     targets = np.stack(trace.targets)
-    margin = 20
+    every = max(1, round(steps_per_second))
+    total = len(positions)
 
     def draw(upto: int) -> Image.Image:
         image = Image.new("RGB", size, "white")
         canvas = ImageDraw.Draw(image)
-        canvas.rectangle(
-            [margin, margin, size[0] - margin, size[1] - margin], outline="black", width=2
+        _draw_frame(
+            canvas,
+            size,
+            title or f"{positions.shape[1]} landers, {total / steps_per_second:.0f} game seconds",
         )
         for agent in range(positions.shape[1]):
             color = _COLORS[agent % len(_COLORS)]
-            path_points = _to_pixels(positions[:upto, agent], size, margin)
-            jumps = np.flatnonzero(
-                np.linalg.norm(np.diff(positions[:upto, agent], axis=0), axis=1) > 2.0
-            )
-            start = 0
-            for end in [*(jumps + 1).tolist(), len(path_points)]:  # a reset is a jump, not a flight
-                if end - start > 1:
-                    canvas.line(path_points[start:end], fill=color, width=2)
-                start = end
-            for x, y in {tuple(p) for p in _to_pixels(targets[:upto, agent], size, margin)}:
+            points = _to_pixels(positions[:upto, agent], size)
+            jumps = set(
+                (
+                    np.flatnonzero(
+                        np.linalg.norm(np.diff(positions[:upto, agent], axis=0), axis=1) > 2.0
+                    )
+                    + 1
+                ).tolist()
+            )  # a reset is a jump, not a flight
+            for step in range(1, len(points)):
+                if step not in jumps:
+                    shade = _faded(color, 0.25 + 0.75 * step / max(total - 1, 1))
+                    canvas.line([points[step - 1], points[step]], fill=shade, width=2)
+                if step % every == 0:
+                    x, y = points[step]
+                    canvas.ellipse([x - 2, y - 2, x + 2, y + 2], fill=color)
+            for x, y in {tuple(p) for p in _to_pixels(targets[:upto, agent], size)}:
                 canvas.line([x - 6, y - 6, x + 6, y + 6], fill=color, width=3)
                 canvas.line([x - 6, y + 6, x + 6, y - 6], fill=color, width=3)
-            x, y = path_points[-1]
+            x, y = points[0]
+            canvas.ellipse([x - 6, y - 6, x + 6, y + 6], outline=color, width=2)
+            x, y = points[-1]
             canvas.ellipse([x - 5, y - 5, x + 5, y + 5], fill=color)
         return image
 
