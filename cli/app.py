@@ -17,6 +17,7 @@ from game_bridge.errors import BridgeError
 from game_bridge.instance import interrupt_waits
 from game_bridge.protocol import DEFAULT_PORT
 from training.config import ConfigError
+from training.run_paths import InvalidRunName
 
 app = typer.Typer(
     name="lander",
@@ -670,8 +671,8 @@ def main() -> None:
             raise
         error_console.print("[yellow]terminated[/] (SIGTERM)")
         sys.exit(128 + signal.SIGTERM)
-    except ConfigError as exc:
-        # A setting refused while flags are read (--game-arg without '=').
+    except (ConfigError, InvalidRunName) as exc:
+        # A setting refused while flags are read (--game-arg without '='), a bad run name.
         error_console.print(f"[bold red]error:[/] {exc}", soft_wrap=True)
         sys.exit(1)
     except ModuleNotFoundError as exc:

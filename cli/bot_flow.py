@@ -26,7 +26,7 @@ from training.checkpoints import CheckpointError
 from training.errors import ExportError
 from training.eval_records import game_name, record_evaluation
 from training.evaluation import LanderSettings, evaluate_on_lander
-from training.run_paths import InvalidRunName
+from training.run_paths import InvalidRunName, RunPaths
 
 BOT_ERRORS = (BotFormatError, BridgeError, CheckpointError, ExportError, InvalidRunName)
 
@@ -36,7 +36,7 @@ def export_and_report(root: Path, run: str, checkpoint: Path | None) -> None:
     if checkpoint is not None and not checkpoint.is_file():
         fail(f"checkpoint {str(checkpoint)!r} does not exist")
     try:
-        result = export_run(root, run, checkpoint, console)
+        result = export_run(RunPaths(root, run), checkpoint, console)
     except BOT_ERRORS as exc:
         fail(str(exc))
     console.print(
@@ -65,7 +65,7 @@ def _target(root: Path, target: str) -> EvalTarget:
     as_path = Path(target)
     if as_path.suffix == ".json" or as_path.is_file():
         return bot_target(as_path)
-    return run_target(root, target, console)
+    return run_target(RunPaths(root, target), console)
 
 
 def evaluate_and_report(
@@ -116,7 +116,7 @@ def evaluate_and_report(
     console.print(f"recorded in {where}")
     if better:
         console.print(f"[green]new champion on {game}[/] ({chosen.bot})")
-    if chosen.run and in_git(root, chosen.run):
+    if chosen.run and in_git(RunPaths(root, chosen.run)):
         publish_files(root, [str(where)], f"{chosen.run}: evaluation on {game} ({result.line()})")
 
 

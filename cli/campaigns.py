@@ -96,7 +96,7 @@ def sweep(
     def publish_trials() -> None:
         paths = [str(RunPaths(root, name).logs.relative_to(root))]
         for result in finished:
-            paths.extend(run_paths_to_stage(root, result.run))
+            paths.extend(run_paths_to_stage(RunPaths(root, result.run)))
         message = f"sweep {name}: {len(finished)} trial(s) this session"
         publish_files(root, sorted(set(paths)), message)
 

@@ -113,13 +113,12 @@ def pull(root: Path) -> str:
     return "pulled"
 
 
-def run_paths_to_stage(root: Path, run: str) -> list[str]:
+def run_paths_to_stage(paths: RunPaths) -> list[str]:
     """The only paths a run's commit may touch: its checkpoints (with its evaluation
     records), logs and bots. Nothing shared by several runs, so commits of different
     runs on different machines never touch the same file."""
-    paths = RunPaths(root, run)
     candidates = [paths.checkpoints, paths.logs, paths.bot_json, paths.bot_onnx]
-    return [str(path.relative_to(root)) for path in candidates]
+    return [str(path.relative_to(paths.root)) for path in candidates]
 
 
 def tracked(root: Path, pathspecs: list[str]) -> set[str] | None:
@@ -280,7 +279,7 @@ def run_push_state(root: Path, run: str, in_git: bool = True) -> str:
         return "no git"
     if not in_git:
         return "kept out (--no-git)"
-    paths = _existing_or_tracked(repo, run_paths_to_stage(root, run))
+    paths = _existing_or_tracked(repo, run_paths_to_stage(RunPaths(root, run)))
     if not paths:
         return "uncommitted"
     if repo.git.status("--porcelain", "--", *paths).strip():

@@ -151,7 +151,7 @@ def _let_trial_in(root: Path, run: str, record: RunRecord) -> None:
     if not isinstance(sweep, dict) or not let_into_git(root, f"{sweep.get('name')}-t*"):
         return
     for path in (root / "checkpoints").glob(f"{sweep.get('name')}-t*/run.json"):
-        if path.parent.name != run and not in_git(root, path.parent.name):
+        if path.parent.name != run and not in_git(RunPaths(root, path.parent.name)):
             keep_out_of_git(root, path.parent.name)
 
 
@@ -162,7 +162,7 @@ def push_runs(root: Path, run: str | None = None) -> None:
         paths = RunPaths(root, run)
         if not paths.exists():
             fail(unknown_run(root, run))
-        if let_into_git(root, run) or not in_git(root, run):
+        if let_into_git(root, run) or not in_git(paths):
             record = RunRecord.load(paths.run_json)
             _let_trial_in(root, run, record)
             record.extra["git"] = True
@@ -171,13 +171,13 @@ def push_runs(root: Path, run: str | None = None) -> None:
         runs = [run]
     else:
         every = [record.run for record in load_runs(root)]
-        runs = [name for name in every if in_git(root, name)]
+        runs = [name for name in every if in_git(RunPaths(root, name))]
         kept_out = sorted(set(every) - set(runs))
         if kept_out:
             console.print(
                 f"kept out of git (--no-git): {', '.join(kept_out)}; publish one with: {how('push RUN')}"
             )
-    stage = sorted({p for name in runs for p in run_paths_to_stage(root, name)})
+    stage = sorted({p for name in runs for p in run_paths_to_stage(RunPaths(root, name))})
     message = f"lander push: results of {', '.join(runs) or 'no runs'}"
     result = publish_files(root, stage, message, warn_on_failure=False)
     if not result.pushed:

@@ -17,11 +17,10 @@ from training.run_paths import RunPaths
 from training.run_record import RunRecord
 
 
-def in_git(root: Path, run: str) -> bool:
+def in_git(paths: RunPaths) -> bool:
     """False for a run whose last session was trained with ``--no-git``."""
-    path = RunPaths(root, run).run_json
     try:
-        return RunRecord.load(path).extra.get("git", True) is not False
+        return RunRecord.load(paths.run_json).extra.get("git", True) is not False
     except (FileNotFoundError, ValueError):
         return True
 

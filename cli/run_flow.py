@@ -47,13 +47,13 @@ def git_choice(request: TrainRequest, flag: bool | None) -> bool:
     from) chose, so resuming a ``--no-git`` run never commits it; else git."""
     if flag is not None:
         return flag
-    for name in (request.run, request.resume):
-        try:
-            if name is not None and RunPaths(request.root, name).exists():
-                return in_git(request.root, name)
-        except InvalidRunName:
-            continue  # a checkpoint path, not a run
-    return True
+    if request.paths.exists():
+        return in_git(request.paths)
+    try:
+        source = RunPaths(request.root, request.resume) if request.resume else None
+    except InvalidRunName:
+        source = None  # a checkpoint path, not a run
+    return in_git(source) if source is not None and source.exists() else True
 
 
 @contextmanager
@@ -86,7 +86,7 @@ def train_session(request: TrainRequest, use_git: bool) -> int:
 
     The request's ``git_commit`` is filled in here, from the checkout's HEAD.
     """
-    root, run = request.root, request.run
+    root, paths = request.root, request.paths
     request.git_commit = current_commit(root)
     mark_git_use(request, use_git)
     if request.resume is None and request.config_file is None:
@@ -94,14 +94,12 @@ def train_session(request: TrainRequest, use_git: bool) -> int:
         # a resumed one keeps its own.
         request.overrides = with_remembered_game(root, request.overrides)
     try:
-        outcome = train(
-            request, console, on_checkpoint=_mid_run_pusher(root, run) if use_git else None
-        )
+        outcome = train(request, console, on_checkpoint=_mid_run_pusher(paths) if use_git else None)
     except USER_ERRORS as exc:
         fail(str(exc))
-    finish_run(root, run, outcome)
+    finish_run(paths, outcome)
     if use_git:
-        publish(root, run, outcome.record)
+        publish(paths, outcome.record)
     return outcome.exit_code
 
 
@@ -110,15 +108,15 @@ def mark_git_use(request: TrainRequest, use_git: bool) -> None:
     of git in this checkout (unless git already tracks the run); a git session of a run
     trained before with ``--no-git`` lets its files in again."""
     request.tags["git"] = use_git
-    root, run = request.root, request.run
+    paths = request.paths
     if use_git:
-        let_into_git(root, run)
+        let_into_git(paths.root, paths.run)
         return
-    if not tracked(root, [str(RunPaths(root, run).run_json.relative_to(root))]):
-        keep_out_of_git(root, run)
+    if not tracked(paths.root, [str(paths.run_json.relative_to(paths.root))]):
+        keep_out_of_git(paths.root, paths.run)
 
 
-def _mid_run_pusher(root: Path, run: str) -> Any:
+def _mid_run_pusher(paths: RunPaths) -> Any:
     """Every ``push_every`` checkpoints, commit and push what the run has so far."""
     saved = 0
 
@@ -127,7 +125,7 @@ def _mid_run_pusher(root: Path, run: str) -> Any:
         saved += 1
         every = record.config.push_every
         if every > 0 and saved % every == 0:
-            publish(root, run, record, f"checkpoint {path.name}")
+            publish(paths, record, f"checkpoint {path.name}")
 
     return on_checkpoint
 
@@ -139,18 +137,19 @@ def commit_message(run: str, record: RunRecord, what: str | None = None) -> str:
     return f"{run}: {record.total_timesteps:,} steps{reward_text} ({what or record.status})"
 
 
-def publish(root: Path, run: str, record: RunRecord, what: str | None = None) -> None:
+def publish(paths: RunPaths, record: RunRecord, what: str | None = None) -> None:
     """Commit the run's files and push, reporting each step; never raises for a failed push."""
-    publish_files(root, run_paths_to_stage(root, run), commit_message(run, record, what))
+    message = commit_message(paths.run, record, what)
+    publish_files(paths.root, run_paths_to_stage(paths), message)
 
 
-def finish_run(root: Path, run: str, outcome: TrainOutcome) -> None:
+def finish_run(paths: RunPaths, outcome: TrainOutcome) -> None:
     """Export the final model and evaluate the bot (bundled game), reporting each step."""
-    paths = RunPaths(root, run)
+    root, run = paths.root, paths.run
     if not outcome.final_saved:
         return  # this session wrote no final model (a full disk): nothing new to export
     try:
-        result = export_run(root, run, paths.final)
+        result = export_run(paths, paths.final)
     except (ExportError, CheckpointError) as exc:
         console.print(f"[yellow]export skipped:[/] {exc}")
         return
@@ -163,7 +162,7 @@ def finish_run(root: Path, run: str, outcome: TrainOutcome) -> None:
             + how(f"eval {run} --game-bin {outcome.record.config.game_bin}")
         )
         return
-    target = run_target(root, run)
+    target = run_target(paths)
     evaluation = evaluate_target(
         target, outcome.record.config.eval_episodes, None, outcome.record.config.port
     )

@@ -30,6 +30,7 @@ from training.eval_records import EvalRecord, champions, read_records, record_ev
 from training.evaluation import EvalResult, evaluate_on_lander
 from training.export import ExportError, decisive, export_policy
 from training.local_state import checkout_id
+from training.run_paths import RunPaths
 from training.run_record import RunRecord
 from training.trainer import TrainRequest, train
 
@@ -199,10 +200,10 @@ def test_trained_run_exports_a_bot_that_scores_as_its_checkpoint(
         "port": port_block(2),
     }
     train(TrainRequest(tmp_path, "scored", overrides), QUIET)
-    checkpoint = run_target(tmp_path, "scored")  # no bot yet: the checkpoint itself
+    checkpoint = run_target(RunPaths(tmp_path, "scored"))  # no bot yet: the checkpoint itself
     from training.bots import export_run
 
-    export_run(tmp_path, "scored")
+    export_run(RunPaths(tmp_path, "scored"))
     bot = bot_target(tmp_path / "bots" / "scored.json")
     from_checkpoint = evaluate_target(checkpoint, 32, None, 0)
     from_bot = evaluate_target(bot, 32, None, 0)

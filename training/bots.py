@@ -68,7 +68,7 @@ def replay_launch_config(
 
 
 def export_run(
-    root: Path, run: str, checkpoint: Path | None = None, console: Console | None = None
+    paths: RunPaths, checkpoint: Path | None = None, console: Console | None = None
 ) -> ExportResult:
     """Export a run's model (``checkpoint``, else its final or newest valid one) to ``bots/``.
 
@@ -77,7 +77,7 @@ def export_run(
     from training.export import export_policy
     from training.trainer import load_for_inference
 
-    paths = RunPaths(root, run)
+    root, run = paths.root, paths.run
     model_path = find_resume_point(root, str(checkpoint) if checkpoint else run, console).model
     record = _record_of(paths)
     model, normalizer = load_for_inference(model_path)
@@ -112,18 +112,19 @@ def bot_target(path: Path) -> EvalTarget:
     )
 
 
-def run_target(root: Path, run: str, console: Console | None = None) -> EvalTarget:
+def run_target(paths: RunPaths, console: Console | None = None) -> EvalTarget:
     """A run as an evaluation target: its exported bot if there is one, else its checkpoint."""
-    paths = RunPaths(root, run)
     if paths.bot_json.exists():
         return bot_target(paths.bot_json)
     from training.trainer import load_for_inference
 
-    point = find_resume_point(root, run, console)
+    point = find_resume_point(paths.root, paths.run, console)
     model, normalizer = load_for_inference(point.model)
     record = _record_of(paths)
     trained = trained_with(record.config) if record else {}
-    return EvalTarget(model_policy(model, normalizer), run, int(model.num_timesteps), None, trained)
+    return EvalTarget(
+        model_policy(model, normalizer), paths.run, int(model.num_timesteps), None, trained
+    )
 
 
 def evaluate_target(

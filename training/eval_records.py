@@ -83,22 +83,21 @@ class EvalRecord:
             return None
 
 
-def owns_run(root: Path, run: str) -> bool:
+def owns_run(paths: RunPaths) -> bool:
     """True when this checkout trained the run's latest session, so it alone writes the
     run's files. A record without checkouts (an older lander) counts as owned when it
     trained on this host."""
-    path = RunPaths(root, run).run_json
-    if not path.exists():
+    if not paths.run_json.exists():
         return False
     try:
-        sessions = RunRecord.load(path).sessions
+        sessions = RunRecord.load(paths.run_json).sessions
     except ValueError:
         return False
     if not sessions:
         return False
     last = sessions[-1]
     if "checkout" in last:
-        return bool(last["checkout"] == checkout_id(root))
+        return bool(last["checkout"] == checkout_id(paths.root))
     return bool(last.get("host") == socket.gethostname())
 
 
@@ -112,9 +111,10 @@ class Recorded:
 
 def record_destination(root: Path, run: str | None, publish: bool = False) -> Recorded:
     """The file an evaluation of ``run`` goes to from this checkout (see the module's rule)."""
-    if run is not None and RunPaths(root, run).run_json.exists():
-        folder = RunPaths(root, run).checkpoints
-        if owns_run(root, run):
+    paths = RunPaths(root, run) if run is not None else None
+    if paths is not None and paths.exists():
+        folder = paths.checkpoints
+        if owns_run(paths):
             return Recorded(folder / RECORDS_NAME, True)
         if publish:
             return Recorded(folder / f"evaluations-{checkout_id(root)}.jsonl", True)

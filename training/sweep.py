@@ -142,8 +142,8 @@ def run_sweep(
         state = "pruned" if pruning.pruned else outcome.status
         result = None
         if outcome.status != "failed" and base_overrides.get("game_bin") is None:
-            export_run(root, run)
-            target = run_target(root, run)
+            export_run(request.paths)
+            target = run_target(request.paths)
             result = evaluate_target(target, episodes, None, 0)
             game = game_name(target.trained)
             record_evaluation(root, run, target.timesteps, target.bot, result, git_commit, game)

@@ -95,6 +95,11 @@ class TrainRequest:
     reset_std: float | None = None
     git_commit: str | None = None
     tags: dict[str, Any] = field(default_factory=dict)
+    paths: RunPaths = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        # The run object every layer below receives: the name validated once, here.
+        self.paths = RunPaths(self.root, self.run)
 
 
 @dataclass
@@ -132,7 +137,7 @@ def plan_training(request: TrainRequest, console: Console | None = None) -> Trai
     :raises ConfigError: a bad setting, a bad config file, or a run that exists.
     :raises CheckpointError: nothing valid to resume from.
     """
-    paths = RunPaths(request.root, request.run)
+    paths = request.paths
     resume_point: ResumePoint | None = None
     previous: RunRecord | None = None
     base = TrainConfig()
@@ -156,7 +161,7 @@ def plan_training(request: TrainRequest, console: Console | None = None) -> Trai
             f"run {request.run!r} already exists: continue it with `resume {request.run}` "
             f"(or --resume {request.run}), or start over with --force"
         )
-    if paths.exists() and not owns_run(request.root, request.run):
+    if paths.exists() and not owns_run(paths):
         # Two checkouts writing one run's files would collide in git.
         raise RunOfAnotherCheckout(
             f"run {request.run!r} was trained in another checkout, which alone writes its files: "
