@@ -212,6 +212,9 @@ def _build_model(plan: TrainPlan, env: VecEnv, request: TrainRequest) -> PPO:
     config = plan.config
     image = env.observation_space.shape is not None and len(env.observation_space.shape) == 3
     device = _device(config, image)
+    # The resumable settings are exactly PPO's hyperparameters, named as PPO names them:
+    # a new one declared in training/config.py reaches PPO with no line here.
+    ppo_settings = {name: getattr(config, name) for name in RESUMABLE_SETTINGS}
     if plan.resume_point is None:
         width = [config.net_width] * 2
         policy_kwargs: dict[str, Any] = {"net_arch": {"pi": width, "vf": width}}
@@ -222,24 +225,14 @@ def _build_model(plan: TrainPlan, env: VecEnv, request: TrainRequest) -> PPO:
             if env.observation_space.shape is None
             else ("CnnPolicy" if image else "MlpPolicy"),
             env,
-            learning_rate=config.learning_rate,
-            n_steps=config.n_steps,
-            batch_size=config.batch_size,
-            n_epochs=config.n_epochs,
-            gamma=config.gamma,
-            gae_lambda=config.gae_lambda,
-            clip_range=config.clip_range,
-            ent_coef=config.ent_coef,
-            vf_coef=config.vf_coef,
-            max_grad_norm=config.max_grad_norm,
+            **ppo_settings,
             policy_kwargs=policy_kwargs,
             seed=config.seed,
             device=device,
             verbose=0,
         )
-    changes = {name: getattr(config, name) for name in RESUMABLE_SETTINGS}
     try:
-        model = PPO.load(str(plan.resume_point.model), env=env, device=device, **changes)
+        model = PPO.load(str(plan.resume_point.model), env=env, device=device, **ppo_settings)
     except (ValueError, KeyError, RuntimeError, OSError) as exc:
         raise CheckpointError(f"cannot resume from {plan.resume_point.model}: {exc}") from None
     if request.reset_std is not None:

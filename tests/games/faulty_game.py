@@ -15,7 +15,7 @@ import struct
 import sys
 import time
 
-from wire import arg, messages, send
+from wire import arg, messages, send, send_small_env_info
 
 
 def main():
@@ -35,15 +35,7 @@ def main():
                 time.sleep(600)
             return
         if kind == "env_info":
-            send(
-                sock,
-                {
-                    "type": "env_info",
-                    "observation_space": {"obs": {"size": [2], "space": "box"}},
-                    "action_space": {"move": {"size": 1, "action_type": "continuous"}},
-                    "n_agents": agents,
-                },
-            )
+            send_small_env_info(sock, agents)
         elif kind == "reset":
             send(sock, {"type": "reset", "obs": obs, "info": [{}] * agents})
         elif kind == "action":

@@ -17,7 +17,7 @@ import socket
 import struct
 import time
 
-from wire import arg, messages, send
+from wire import arg, messages, send, send_small_env_info
 
 AGENTS = 2
 
@@ -43,15 +43,7 @@ def main():
         if kind == "close":
             return
         if kind == "env_info":
-            send(
-                sock,
-                {
-                    "type": "env_info",
-                    "observation_space": {"obs": {"size": [2], "space": "box"}},
-                    "action_space": {"move": {"size": 1, "action_type": "continuous"}},
-                    "n_agents": AGENTS,
-                },
-            )
+            send_small_env_info(sock, AGENTS)
         elif kind == "reset":
             send(
                 sock,

@@ -49,3 +49,16 @@ def messages(sock):
             return
         if message["type"] != "handshake":
             yield message
+
+
+def send_small_env_info(sock, agents):
+    """The layout of the small test games: a 2-float observation, one continuous action."""
+    send(
+        sock,
+        {
+            "type": "env_info",
+            "observation_space": {"obs": {"size": [2], "space": "box"}},
+            "action_space": {"move": {"size": 1, "action_type": "continuous"}},
+            "n_agents": agents,
+        },
+    )
