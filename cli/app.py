@@ -479,6 +479,8 @@ def start(
     if curriculum_plan is not None:
         if not curriculum_plan.is_file():
             fail(f"plan {str(curriculum_plan)!r} does not exist")
+        if settings or config or resume or reset_std is not None or force:
+            fail("a curriculum's plan sets its stages' settings: give them in the plan, not here")
         command = ["curriculum", str(curriculum_plan.resolve())]
         command += [] if git is None else ["--git" if git else "--no-git"]
     elif sweep_space is not None:
