@@ -302,7 +302,10 @@ def run_cli(home: Path, *args: str, timeout: float = 120) -> subprocess.Complete
         (["train", "ok", "--timesteps", "-5", "--no-git"], "timesteps must be at least 1"),
         (["train", "ok", "--n-parallel", "0", "--no-git"], "n-parallel must be at least 1"),
         (["train", "ok", "--game-bin", "/no/such/game", "--no-git"], "does not exist"),
-        (["train", "ok", "--resume", "nothing-here", "--no-git"], "has no checkpoints"),
+        (
+            ["train", "ok", "--resume", "nothing-here", "--no-git"],
+            "run 'nothing-here' does not exist",
+        ),
     ],
 )
 def test_cli_user_mistakes_give_one_red_line_and_write_nothing(
