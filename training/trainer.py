@@ -145,8 +145,11 @@ def plan_training(request: TrainRequest, console: Console | None = None) -> Trai
     if request.resume is not None:
         resume_point = find_resume_point(request.root, request.resume, console)
         source_run = resume_point.run or _run_of_checkpoint(request.root, resume_point.model)
-        if source_run is not None and RunPaths(request.root, source_run).run_json.exists():
-            base = RunRecord.load(RunPaths(request.root, source_run).run_json).config
+        source = paths if source_run == request.run else None
+        if source is None and source_run is not None:
+            source = RunPaths(request.root, source_run)
+        if source is not None and source.exists():
+            base = RunRecord.load(source.run_json).config
         if source_run != request.run:
             parent = source_run
         elif paths.exists():
