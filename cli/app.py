@@ -486,6 +486,11 @@ def start(
     elif sweep_space is not None:
         if not sweep_space.is_file():
             fail(f"search space {str(sweep_space)!r} does not exist")
+        if "push_every" in settings or resume or reset_std is not None or force:
+            fail(
+                "--push-every, --resume, --reset-std and --force are not sweep options "
+                "(a sweep pushes every trial and resumes by running it again)"
+            )
         command = ["sweep", run, "--space", str(sweep_space.resolve())]
         command += flags.settings_argv(settings) + flags.session_argv(
             config, None, None, False, git
