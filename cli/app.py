@@ -524,9 +524,10 @@ def resume(
     git: flags.Git = None,
     settings: dict[str, Any] | None = None,
 ) -> None:
-    """Resume a run in tmux, e.g. `lander resume run03 --as run04 --ent-coef 0.001 --reset-std 0.3`.
+    """Resume a run in tmux, in place or as a new branch run (--as), with changed settings.
 
-    Settings not given keep the resumed run's values (the defaults shown are a new run's)."""
+    Example: `lander resume run03 --as run04 --ent-coef 0.001 --reset-std 0.3`. Settings not
+    given keep the resumed run's values (the defaults shown are a new run's)."""
     from cli.operations import newest_run, start_in_tmux
 
     root = project_root()
