@@ -558,11 +558,13 @@ def stop(
 @app.command()
 def status() -> None:
     """A table of runs: state, steps, fps, reward, last checkpoint, best evaluation, pushed or not."""
+    from cli.results import committed_records
     from cli.status_table import champion_lines, status_table
 
     root = project_root()
-    console.print(status_table(root))
-    for line in champion_lines(root):
+    evaluations = committed_records(root)  # read once for the table and the champions
+    console.print(status_table(root, evaluations))
+    for line in champion_lines(root, evaluations):
         console.print(line)
 
 

@@ -13,7 +13,6 @@ from pathlib import Path
 from cli.git_sync import tracked
 from training.eval_records import (
     EvalRecord,
-    best_by_run,
     champions,
     read_records,
     record_files,
@@ -29,9 +28,14 @@ def committed_records(root: Path) -> list[EvalRecord]:
     return read_records(files)
 
 
-def committed_champions(root: Path) -> dict[str, EvalRecord]:
-    """The champion of each game, among committed records whose bot is committed."""
-    records = committed_records(root)
+def committed_champions(
+    root: Path, records: list[EvalRecord] | None = None
+) -> dict[str, EvalRecord]:
+    """The champion of each game, among committed records whose bot is committed.
+
+    :param records: :func:`committed_records`, when the caller has read them already.
+    """
+    records = committed_records(root) if records is None else records
     bots = sorted({record.bot for record in records if record.bot is not None})
     known = tracked(root, bots)
 
@@ -39,8 +43,3 @@ def committed_champions(root: Path) -> dict[str, EvalRecord]:
         return (root / bot).is_file() and (known is None or bot in known)
 
     return champions(records, available)
-
-
-def committed_best_by_run(root: Path) -> dict[str, float]:
-    """Each run's best committed evaluation (mean reward)."""
-    return best_by_run(committed_records(root))

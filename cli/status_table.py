@@ -10,9 +10,10 @@ from pathlib import Path
 from rich.table import Table
 
 from cli.git_sync import run_push_state
-from cli.results import committed_best_by_run, committed_champions
+from cli.results import committed_champions, committed_records
 from cli.tmux_sessions import TRAIN_WINDOW, find_session, window_alive
 from cli.trainer_lock import holder
+from training.eval_records import EvalRecord, best_by_run
 from training.local_state import checkout_id
 from training.run_record import RunRecord, load_runs
 
@@ -48,8 +49,11 @@ def _bare_state(root: Path, record: RunRecord, training_here: str | None) -> str
     return f"[{colors.get(record.status, 'white')}]{record.status}[/]"
 
 
-def status_table(root: Path) -> Table:
-    """The table of every run in this checkout, newest first."""
+def status_table(root: Path, evaluations: list[EvalRecord] | None = None) -> Table:
+    """The table of every run in this checkout, newest first.
+
+    :param evaluations: the committed evaluation records, when the caller has read them.
+    """
     table = Table(title=f"lander runs in {root}")
     columns = [
         "run",
@@ -67,7 +71,7 @@ def status_table(root: Path) -> Table:
         table.add_column(column, justify="right" if column in numeric else "left")
     records = load_runs(root)
     training_here = holder(root)
-    best = committed_best_by_run(root)
+    best = best_by_run(committed_records(root) if evaluations is None else evaluations)
     for record in sorted(records, key=lambda r: r.updated_at, reverse=True):
         extra = record.extra
         evaluation = best.get(record.run)
@@ -89,10 +93,10 @@ def status_table(root: Path) -> Table:
     return table
 
 
-def champion_lines(root: Path) -> list[str]:
+def champion_lines(root: Path, evaluations: list[EvalRecord] | None = None) -> list[str]:
     """One line per game: its champion among committed evaluations and bots."""
     return [
         f"champion on {game}: {record.run} ({record.bot}), mean reward {record.mean_reward:.1f}"
         + (f" at {record.timesteps:,} steps" if record.timesteps else "")
-        for game, record in sorted(committed_champions(root).items())
+        for game, record in sorted(committed_champions(root, evaluations).items())
     ]
