@@ -56,12 +56,19 @@ def setup(
     port: Annotated[
         int, typer.Option(help="TCP port for the smoke test's game instance.")
     ] = DEFAULT_PORT,
+    cluster: Annotated[
+        bool,
+        typer.Option(
+            "--cluster",
+            help="Also install Ray, to run games or sweep trials on a cluster (docs/cluster.md).",
+        ),
+    ] = False,
 ) -> None:
     """Check and fix this machine: Python, venv, torch (CUDA on a GPU), tmux, git, TensorBoard,
     the game binary and a headless smoke test. Safe to re-run."""
     from cli.setup import run_setup
 
-    results = run_setup(project_root(), game_bin, port)
+    results = run_setup(project_root(), game_bin, port, cluster)
     failed = [result.name for result in results if not result.ok and not result.warning]
     if failed:
         fail(f"setup incomplete: {', '.join(failed)} failed (see above)")
@@ -200,12 +207,19 @@ def sweep(
     push_every: Annotated[
         int, typer.Option(help="Trials between commits and pushes (0: only at the end).")
     ] = 1,
+    parallel: Annotated[
+        int,
+        typer.Option(
+            help="With --cluster: trials at once, as Ray tasks spread over the nodes "
+            "(each trains in a scratch folder there; this checkout alone commits)."
+        ),
+    ] = 1,
     config: flags.ConfigFile = None,
     git: flags.Git = None,
     settings: dict[str, Any] | None = None,
 ) -> None:
-    """Search training settings with Optuna (TPE, median pruning); the options below are
-    every trial's settings outside the search space."""
+    """Search training settings with Optuna (TPE, median pruning; no pruning on a cluster);
+    the options below are every trial's settings outside the search space."""
     from cli.campaigns import sweep as run
 
     _valid_run(name)
@@ -220,6 +234,7 @@ def sweep(
             overrides,
             push_every,
             git is not False,
+            parallel,
         )
     )
 
@@ -559,12 +574,12 @@ def stop(
 def status() -> None:
     """A table of runs: state, steps, fps, reward, last checkpoint, best evaluation, pushed or not."""
     from cli.results import committed_records
-    from cli.status_table import champion_lines, status_table
+    from cli.status_table import champion_lines, cluster_lines, status_table
 
     root = project_root()
     evaluations = committed_records(root)  # read once for the table and the champions
     console.print(status_table(root, evaluations))
-    for line in champion_lines(root, evaluations):
+    for line in [*cluster_lines(root), *champion_lines(root, evaluations)]:
         console.print(line)
 
 

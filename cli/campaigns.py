@@ -21,7 +21,7 @@ from cli.setup import with_remembered_game
 from training.curriculum import Stage, load_plan, run_plan
 from training.run_paths import InvalidRunName, RunPaths, next_run_name
 from training.search_space import load_space
-from training.sweep import TrialResult, run_sweep
+from training.sweep import SweepTrials, TrialResult, run_sweep
 from training.trainer import TrainRequest
 
 
@@ -81,10 +81,14 @@ def sweep(
     overrides: dict[str, Any],
     push_every: int,
     use_git: bool,
+    parallel: int = 1,
 ) -> int:
-    """Run (or resume) an Optuna sweep; commit and push every ``push_every`` trials."""
-    if trials < 1 or timesteps_per_trial < 1:
-        fail("--trials and --timesteps-per-trial must be at least 1")
+    """Run (or resume) an Optuna sweep; commit and push every ``push_every`` trials.
+
+    :param parallel: trials at once, on the Ray cluster named by ``overrides["cluster"]``.
+    """
+    if trials < 1 or timesteps_per_trial < 1 or parallel < 1:
+        fail("--trials, --timesteps-per-trial and --parallel must be at least 1")
     overrides = with_remembered_game(root, overrides)
     try:
         space = load_space(space_file)
@@ -107,22 +111,29 @@ def sweep(
         if use_git and push_every > 0 and len(finished) % push_every == 0:
             publish_trials()
 
+    cluster = overrides.pop("cluster", None)
+    if overrides.pop("instances_per_node", None) is not None:
+        fail(
+            "--instances-per-node places one run's games; a sweep places whole trials (--parallel)"
+        )
+    if parallel > 1 and cluster is None:
+        fail("--parallel runs trials side by side on a Ray cluster: add --cluster ADDRESS")
     for pattern in (name, f"{name}-t*"):  # the sweep's own log folder, and every trial
         (let_into_git if use_git else keep_out_of_git)(root, pattern)
+    trials_of_sweep = SweepTrials(
+        root,
+        name,
+        timesteps_per_trial,
+        space,
+        overrides,
+        console,
+        on_trial,
+        current_commit(root),
+        {"git": use_git},
+    )
     with checkout_session(root, name, use_git):
         try:
-            study = run_sweep(
-                root,
-                name,
-                trials,
-                timesteps_per_trial,
-                space,
-                overrides,
-                console,
-                on_trial,
-                current_commit(root),
-                {"git": use_git},
-            )
+            study = run_sweep(trials_of_sweep, trials, cluster, parallel)
         except USER_ERRORS as exc:
             fail(str(exc))
         if use_git:

@@ -302,8 +302,24 @@ def tensorboard_check() -> CheckResult:
         return CheckResult("tensorboard", False, "missing: .venv/bin/pip install tensorboard")
 
 
-def run_setup(root: Path, game_bin: Path | None, port: int) -> list[CheckResult]:
-    """Run every check in order, printing each line as it completes."""
+def ray_check() -> CheckResult:
+    """Ray, for games and sweep trials on a cluster (the ``cluster`` extra)."""
+    try:
+        version = importlib.metadata.version("ray")
+    except importlib.metadata.PackageNotFoundError:
+        return CheckResult("ray", False, "missing: ./lander setup --cluster installs it")
+    return CheckResult(
+        "ray", True, f"{version}: start or join a cluster with `ray start` (docs/cluster.md)"
+    )
+
+
+def run_setup(
+    root: Path, game_bin: Path | None, port: int, cluster: bool = False
+) -> list[CheckResult]:
+    """Run every check in order, printing each line as it completes.
+
+    :param cluster: check Ray too (the bootstrap script installed it for ``--cluster``).
+    """
     steps: list[Callable[[], CheckResult]] = [
         python_check,
         lambda: venv_check(root),
@@ -312,6 +328,7 @@ def run_setup(root: Path, game_bin: Path | None, port: int) -> list[CheckResult]
         lambda: tool_check("git", "git"),
         lambda: git_check(root),
         tensorboard_check,
+        *([ray_check] if cluster else []),
         (lambda: remember_game_bin(root, game_bin))
         if game_bin is not None
         else (lambda: write_game_binary(root)),

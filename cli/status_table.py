@@ -15,7 +15,7 @@ from cli.tmux_sessions import TRAIN_WINDOW, find_session, window_alive
 from cli.trainer_lock import holder
 from training.eval_records import EvalRecord, best_by_run
 from training.local_state import checkout_id
-from training.run_record import RunRecord, load_runs
+from training.run_record import RunRecord, load_runs, placement_summary
 
 
 def _state(root: Path, record: RunRecord, training_here: str | None) -> str:
@@ -99,4 +99,13 @@ def champion_lines(root: Path, evaluations: list[EvalRecord] | None = None) -> l
         f"champion on {game}: {record.run} ({record.bot}), mean reward {record.mean_reward:.1f}"
         + (f" at {record.timesteps:,} steps" if record.timesteps else "")
         for game, record in sorted(committed_champions(root, evaluations).items())
+    ]
+
+
+def cluster_lines(root: Path) -> list[str]:
+    """For each run training now with games on a cluster: which node runs which instances."""
+    return [
+        f"{record.run}: " + placement_summary(record.extra["cluster"])
+        for record in load_runs(root)
+        if record.status == "running" and isinstance(record.extra.get("cluster"), dict)
     ]

@@ -193,7 +193,7 @@ class GameInstance:
             conn, peer = self.listener.accept()
         except BlockingIOError:
             return False
-        if self.process is not None and connected_by(conn, self.process.pid) is False:
+        if not self._admit(conn, peer):
             conn.close()
             self.refused += 1
             self._note(
@@ -212,6 +212,11 @@ class GameInstance:
         conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self._conn = conn
         return True
+
+    def _admit(self, conn: socket.socket, peer: tuple[str, int]) -> bool:
+        """Whether a new connection is this instance's game: on this machine, the game's
+        process or one it started (a relayed instance asks for the run's secret instead)."""
+        return self.process is None or connected_by(conn, self.process.pid) is not False
 
     def send_bytes(self, data: bytes) -> None:
         """Write an already framed message."""

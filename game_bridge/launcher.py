@@ -15,11 +15,15 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from game_bridge import protocol
 from game_bridge.errors import BridgeError, Interrupted, LaunchError, PortInUse
 from game_bridge.instance import GameInstance, waits_interrupted
 from game_bridge.spaces import EnvInfo, parse_env_info
+
+if TYPE_CHECKING:
+    from game_bridge.cluster import GameCluster
 
 _PORT_TRIES = 20
 
@@ -67,6 +71,8 @@ class LaunchConfig:
         from one server that has imported it (milliseconds each) instead of
         starting a fresh Python per instance (about 0.1 s of CPU each).
     :param moved_ports: instances a restart moved off a port that another process took.
+    :param cluster: place the games on a Ray cluster's nodes, relayed to this trainer
+        (:mod:`game_bridge.cluster`); None launches them here.
     """
 
     command: list[str] = field(default_factory=bundled_game_command)
@@ -85,6 +91,7 @@ class LaunchConfig:
     fast_wire: bool = False
     fork_bundled: bool = True
     moved_ports: dict[int, int] = field(default_factory=dict)
+    cluster: GameCluster | None = None
 
     def port_of(self, index: int) -> int:
         """Instance ``index``'s port: ``base_port + index``, unless a restart moved it."""
@@ -93,7 +100,18 @@ class LaunchConfig:
     @property
     def forks_bundled_game(self) -> bool:
         """True when instances come from the bundled game's fork server."""
-        return self.fork_bundled and self.command == bundled_game_command()
+        return self.fork_bundled and self.command == bundled_game_command() and not self.cluster
+
+    @property
+    def listen_host(self) -> str:
+        """The address the instances' ports are on (a cluster's interface, or ``host``)."""
+        return self.cluster.listen_host if self.cluster is not None else self.host
+
+    def listen(self, index: int, port: int) -> GameInstance:
+        """The trainer's side of instance ``index``: a listening port, here or for a relay."""
+        if self.cluster is not None:
+            return self.cluster.instance(index, port, self.read_timeout, self.max_frame_bytes)
+        return GameInstance(index, port, self.host, self.read_timeout, self.max_frame_bytes)
 
     def arguments(self, index: int) -> list[str]:
         """The launch arguments of instance ``index``, as PROTOCOL.md lists them."""
@@ -150,15 +168,7 @@ def _listen_all(config: LaunchConfig, indices: list[int]) -> list[GameInstance]:
         instances: list[GameInstance] = []
         try:
             for index in indices:
-                instances.append(
-                    GameInstance(
-                        index,
-                        config.base_port + index,
-                        config.host,
-                        config.read_timeout,
-                        config.max_frame_bytes,
-                    )
-                )
+                instances.append(config.listen(index, config.base_port + index))
             return instances
         except PortInUse as exc:
             close_instances(instances)
@@ -174,18 +184,14 @@ def _listen_one(config: LaunchConfig, index: int) -> GameInstance:
     """The listener of one restarted instance. Its port taken meanwhile by another
     process: move it to a free port the kernel picks (``config.moved_ports``)."""
     try:
-        return GameInstance(
-            index, config.port_of(index), config.host, config.read_timeout, config.max_frame_bytes
-        )
+        return config.listen(index, config.port_of(index))
     except PortInUse:
         if not config.auto_port:
             raise
     with socket.socket() as probe:
-        probe.bind((config.host, 0))
+        probe.bind((config.listen_host, 0))
         config.moved_ports[index] = probe.getsockname()[1]
-    return GameInstance(
-        index, config.port_of(index), config.host, config.read_timeout, config.max_frame_bytes
-    )
+    return config.listen(index, config.port_of(index))
 
 
 def launch_instances(
@@ -213,7 +219,9 @@ def launch_instances(
     try:
         for instance in instances:
             output = config.output_dir / f"game_{instance.index}.log"
-            if config.forks_bundled_game:
+            if config.cluster is not None:
+                config.cluster.start(instance, config, output)
+            elif config.forks_bundled_game:
                 instance.start_forked(config.arguments(instance.index), output)
             else:
                 instance.start([*config.command, *config.arguments(instance.index)], output)

@@ -35,6 +35,7 @@ def setting(
     resumable: bool = False,
     shown: str | None = None,
     factory: Any = MISSING,
+    inherited: bool = True,
 ) -> Any:
     """Declare one training setting: everything lander knows of it lives here. The
     command-line options of every training command are generated from these
@@ -48,6 +49,8 @@ def setting(
         network's shape or the games' set-up, kept from the checkpoint's run).
     :param shown: the default as ``--help`` shows it, when the value itself says
         too little (None: "the game's own").
+    :param inherited: a resume starts from the parent run's value; False for where a
+        session runs (a cluster may be gone by then), which each session names anew.
     """
     metadata = {
         "help": help,
@@ -56,6 +59,7 @@ def setting(
         "choices": choices,
         "resumable": resumable,
         "shown": shown,
+        "inherited": inherited,
     }
     if factory is not MISSING:
         return field(default_factory=factory, metadata=metadata)
@@ -105,6 +109,19 @@ class TrainConfig:
     )
     max_restarts_per_minute: int = setting(
         3, help="Faulty games restarted per minute before the run stops (0: never restart).", low=0
+    )
+    cluster: str | None = setting(
+        None,
+        help="A Ray cluster's head HOST:PORT: run the game instances on its nodes (docs/cluster.md).",
+        shown="this machine",
+        inherited=False,
+    )
+    instances_per_node: int | None = setting(
+        None,
+        help="With --cluster: at most this many game instances on each node.",
+        low=1,
+        shown="by free CPUs",
+        inherited=False,
     )
     # -- PPO -----------------------------------------------------------------------
     timesteps: int = setting(
@@ -192,6 +209,12 @@ class TrainConfig:
                 raise ConfigError(
                     f"{flag} must be one of {', '.join(meta['choices'])}, got {value!r}"
                 )
+        if self.instances_per_node is not None and self.cluster is None:
+            raise ConfigError(
+                "--instances-per-node places games on a cluster: add --cluster ADDRESS"
+            )
+        if self.cluster is not None and self.in_process:
+            raise ConfigError("--in-process trains without games: it cannot use --cluster")
         if self.port > 65535 - self.n_parallel:
             raise ConfigError(
                 f"port must leave room for {self.n_parallel} instances below 65536, got {self.port}"
@@ -206,6 +229,12 @@ class TrainConfig:
 FIELD_NAMES = frozenset(f.name for f in fields(TrainConfig))
 RESUMABLE_SETTINGS = tuple(f.name for f in fields(TrainConfig) if f.metadata["resumable"])
 """PPO settings a resume may change; the network's shape stays that of the checkpoint."""
+SESSION_SETTINGS: dict[str, Any] = {
+    f.name: getattr(TrainConfig(), f.name)
+    for f in fields(TrainConfig)
+    if not f.metadata["inherited"]
+}
+"""Settings a resume does not take from its parent run, with their defaults."""
 _FIELD_TYPES = {f.name: str(f.type) for f in fields(TrainConfig)}
 
 

@@ -24,7 +24,13 @@ from training.config import TrainConfig
 def launch_config(config: TrainConfig, output_dir: Path | None = None) -> LaunchConfig:
     """The bridge's launch settings for a run's configuration."""
     game_args = {"agents": str(config.agents_per_instance), **config.game_args}
+    cluster = None
+    if config.cluster is not None:
+        from game_bridge.cluster import GameCluster  # Ray: only when a cluster is asked for
+
+        cluster = GameCluster(config.cluster, config.instances_per_node)
     return LaunchConfig(
+        cluster=cluster,
         command=game_command(config.game_bin),
         n_instances=config.n_parallel,
         base_port=config.port,

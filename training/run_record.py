@@ -142,3 +142,18 @@ class RunRecord:
             raise ConfigError(f"no run record at {path}") from None
         except (json.JSONDecodeError, KeyError, TypeError, AttributeError) as exc:
             raise ConfigError(f"{path} is not a lander run record ({exc})") from None
+
+
+def placement_summary(cluster: dict[str, Any]) -> str:
+    """One line: which instances run on which node of the cluster."""
+    by_node: dict[str, list[int]] = {}
+    hosts: dict[str, str] = {}
+    for entry in cluster.get("instances", []):
+        node = str(entry.get("node", "?"))
+        by_node.setdefault(node, []).append(int(entry.get("instance", -1)))
+        hosts[node] = str(entry.get("host", "?"))
+    nodes = "; ".join(
+        f"node {node[:8]} ({hosts[node]}): instances {', '.join(map(str, sorted(indices)))}"
+        for node, indices in sorted(by_node.items())
+    )
+    return f"games on the Ray cluster at {cluster.get('address')}: {nodes}"

@@ -15,7 +15,7 @@ import socket
 import traceback
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from types import FrameType
@@ -31,6 +31,7 @@ from stable_baselines3.common.vec_env import VecEnv, VecNormalize
 
 from game_bridge.errors import BridgeError, Interrupted
 from game_bridge.instance import allow_waits, interrupt_waits
+from game_bridge.vec_env import GameVecEnv
 from training.callbacks import (
     GameHealth,
     ProgressReport,
@@ -48,6 +49,7 @@ from training.checkpoints import (
 )
 from training.config import (
     RESUMABLE_SETTINGS,
+    SESSION_SETTINGS,
     ConfigError,
     TrainConfig,
     apply_overrides,
@@ -60,7 +62,7 @@ from training.evaluation import EvalResult, LanderSettings
 from training.local_state import checkout_id
 from training.policy_tweaks import reset_action_std
 from training.run_paths import RunPaths
-from training.run_record import RunRecord, now_iso
+from training.run_record import RunRecord, now_iso, placement_summary
 
 
 class RunExists(ConfigError):
@@ -149,7 +151,7 @@ def plan_training(request: TrainRequest, console: Console | None = None) -> Trai
         if source is None and source_run is not None:
             source = RunPaths(request.root, source_run)
         if source is not None and source.exists():
-            base = RunRecord.load(source.run_json).config
+            base = replace(RunRecord.load(source.run_json).config, **SESSION_SETTINGS)
         if source_run != request.run:
             parent = source_run
         elif paths.exists():
@@ -337,8 +339,14 @@ def train(
         log(f"removed a crash leftover: {leftover.name}")
     model.set_logger(configure(str(paths.logs), ["tensorboard"]))
     record = _start_record(plan, request, model)
+    game_env = game_env_of(env)
+    _note_placements(record, game_env)
     record.save(paths.run_json)
     _announce(console, log, plan, request, model)
+    if record.extra.get("cluster"):
+        where = placement_summary(record.extra["cluster"])
+        log(where)
+        console.print(where)
 
     stop = StopFlag()
     progress = ProgressReport(console, log, config.timesteps)
@@ -351,14 +359,18 @@ def train(
             on_checkpoint(path, record)
 
     evaluations = _periodic_evaluation(config, normalizer, record, log)
-    game_env = game_env_of(env)
     if game_env is not None and game_env.config.base_port != config.port:
         shifted = (
             f"ports {config.port}+ were taken: the games use ports {game_env.config.base_port}+"
         )
         log(shifted)
         console.print(f"[yellow]{shifted}[/]")
-    health = GameHealth(game_env, log, lambda count: record.extra.update(restarts=count))
+
+    def restarted(count: int) -> None:
+        record.extra["restarts"] = count
+        _note_placements(record, game_env)  # a restart may have moved a game to another node
+
+    health = GameHealth(game_env, log, restarted)
     checkpoints = RotatingCheckpoints(
         paths.checkpoints, config.checkpoint_every, config.keep_checkpoints, normalizer, saved
     )
@@ -477,6 +489,13 @@ def _start_record(plan: TrainPlan, request: TrainRequest, model: PPO) -> RunReco
         }
     )
     return record
+
+
+def _note_placements(record: RunRecord, game_env: GameVecEnv | None) -> None:
+    """Where each game instance runs, in run.json, for a run whose games are on a cluster."""
+    cluster = game_env.config.cluster if game_env is not None else None
+    if cluster is not None:
+        record.extra["cluster"] = {"address": cluster.address, "instances": cluster.describe()}
 
 
 def _note_progress(record: RunRecord, model: PPO, progress: ProgressReport) -> None:

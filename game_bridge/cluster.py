@@ -1,0 +1,389 @@
+"""Game instances placed on the nodes of a Ray cluster (``--cluster ADDRESS``).
+
+The trainer and PPO stay on this box. Each instance is launched on a node by a
+:class:`~game_bridge.relay.GameHost` actor, which relays the game's frames to the
+trainer; the trainer's side of each instance is a :class:`RelayedInstance`, an
+ordinary :class:`GameInstance` whose connection crosses the network. So the step
+loop, the deadlines and the restarts are those of local games: a game, a relay or
+a whole node that dies is a dead instance, restarted on a live node.
+
+The trainer listens beyond loopback only here, and only for connections that
+begin with the run's secret (a random 32 bytes handed to the relays through Ray).
+
+Ray is an optional dependency (``lander[cluster]``): it is imported when a cluster
+is asked for, never otherwise.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hmac
+import logging
+import secrets
+import socket
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from game_bridge.errors import LaunchError
+from game_bridge.instance import GameInstance
+from game_bridge.relay import BUNDLED_GAME, PREAMBLE, SECRET_BYTES, GameHost, checkout_root
+
+if TYPE_CHECKING:
+    from game_bridge.launcher import LaunchConfig
+
+LOST_EXIT_CODE = 255
+"""Reported for a game whose relay or node was lost before it could say how the game ended."""
+_ADMIT_TIMEOUT_S = 2.0
+"""How long a new connection may take to present the run's secret."""
+_SUSPECT_S = 60.0
+"""A node where an instance failed is avoided by restarts for this long (a node that
+died is still listed as alive for a while)."""
+
+
+class ClusterError(LaunchError):
+    """The cluster cannot be reached or cannot host the games (the message says why)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(None, message)
+
+
+@dataclass(frozen=True)
+class Node:
+    """A live node of the cluster as placement sees it."""
+
+    id: str
+    address: str
+    cpus: float
+
+
+def plan_placement(nodes: list[Node], count: int, per_node: int | None = None) -> list[Node]:
+    """The node of each of ``count`` instances.
+
+    By free CPUs (each instance goes where CPUs per instance placed so far are
+    highest, so a node with twice the CPUs gets twice the games), or at most
+    ``per_node`` on each node, filling nodes in order.
+
+    :raises ClusterError: no nodes, or too few for ``per_node``.
+    """
+    if not nodes:
+        raise ClusterError("the cluster has no live node with a CPU")
+    if per_node is not None:
+        if per_node * len(nodes) < count:
+            raise ClusterError(
+                f"{count} instances do not fit {len(nodes)} node(s) at {per_node} per node"
+            )
+        return [nodes[i // per_node] for i in range(count)]
+    placed = [0] * len(nodes)
+    chosen = []
+    for _ in range(count):
+        best = max(range(len(nodes)), key=lambda n: (nodes[n].cpus / (placed[n] + 1), -n))
+        placed[best] += 1
+        chosen.append(nodes[best])
+    return chosen
+
+
+class RemoteGame:
+    """A game on a node, seen through its :class:`GameHost` actor as the launcher sees a
+    process (:class:`game_bridge.forked_games.GameProcess`)."""
+
+    def __init__(self, actor: Any, started: Any, ended: Any) -> None:
+        self.actor = actor
+        self.started = started
+        self.ended = ended
+        self.lost = False  # the actor or its node died (not a plain game exit)
+        self._code: int | None = None
+
+    @property
+    def pid(self) -> int:
+        """The game's process id on its node (-1 until it is known)."""
+        info = self.placement(0.0)
+        return int(info["pid"]) if info else -1
+
+    def placement(self, timeout: float) -> dict[str, Any] | None:
+        """Where the game runs (``node``, ``host``, ``pid``), once the relay has said so."""
+        import ray
+
+        ready, _ = ray.wait([self.started], timeout=timeout)
+        if not ready:
+            return None
+        try:
+            info: dict[str, Any] = ray.get(self.started)
+        except ray.exceptions.RayError:
+            return None
+        return info
+
+    def poll(self) -> int | None:
+        """The game's exit code, or None while it runs."""
+        if self._code is not None:
+            return self._code
+        import ray
+
+        for ref in (self.started, self.ended):
+            ready, _ = ray.wait([ref], timeout=0)
+            if not ready:
+                continue
+            try:
+                value = ray.get(ref)
+            except ray.exceptions.RayTaskError:
+                self._code = 1  # the relay said why: output_tail
+                return self._code
+            except ray.exceptions.RayError:
+                self.lost, self._code = True, LOST_EXIT_CODE
+                return self._code
+            if ref is self.ended:
+                self._code = int(value)
+                return self._code
+        return None
+
+    def wait(self, timeout: float | None = None) -> int:
+        """Wait for the game's end; :class:`subprocess.TimeoutExpired` after ``timeout``."""
+        import ray
+
+        ray.wait([self.ended], timeout=timeout)
+        code = self.poll()
+        if code is None:
+            raise subprocess.TimeoutExpired("remote game", timeout or 0.0)
+        return code
+
+    def kill(self) -> None:
+        """End the actor, and with it the game and the relay."""
+        import ray
+
+        with contextlib.suppress(ray.exceptions.RayError):
+            ray.kill(self.actor, no_restart=True)
+
+    def output_tail(self, limit: int) -> str:
+        """What the game printed last on its node; empty when its node is gone."""
+        import ray
+
+        try:
+            tail: str = ray.get(self.actor.output_tail.remote(limit), timeout=2.0)
+        except (ray.exceptions.RayError, TimeoutError):
+            return "" if not self.lost else "(its relay or node was lost)"
+        return tail
+
+
+class RelayedInstance(GameInstance):
+    """An instance whose game runs on a cluster node and reaches this port through a relay.
+
+    :param secret: the run's secret; a connection must begin with it.
+    """
+
+    def __init__(self, index: int, port: int, host: str, secret: bytes, **kwargs: Any) -> None:
+        super().__init__(index, port, host, **kwargs)
+        self.secret = secret
+        self.remote: RemoteGame | None = None
+
+    def _admit(self, conn: socket.socket, peer: tuple[str, int]) -> bool:
+        """Only a relay of this run: the first bytes must be the preamble and the secret."""
+        expected = PREAMBLE + self.secret
+        conn.settimeout(_ADMIT_TIMEOUT_S)
+        received = b""
+        with contextlib.suppress(OSError):
+            while len(received) < len(expected):
+                chunk = conn.recv(len(expected) - len(received))
+                if not chunk:
+                    break
+                received += chunk
+        return hmac.compare_digest(received, expected)
+
+    def output_tail(self, limit: int = 2000) -> str:
+        """The game's output on its node (lander's own notes stay in the local log)."""
+        if self.remote is None:
+            return super().output_tail(limit)
+        return self.remote.output_tail(limit)
+
+    def close(self, grace_s: float = 3.0) -> None:
+        """Close as a local instance, then end the relay's actor (its worker goes back)."""
+        try:
+            super().close(grace_s)
+        finally:
+            if self.remote is not None:
+                self.remote.kill()
+
+
+def _interface_toward(nodes_of_this_box: bool, ray_address: str) -> str:
+    """The address the trainer listens on: loopback when every node is this machine
+    (nothing needs to reach it from elsewhere), else the address Ray knows this box by."""
+    if nodes_of_this_box:
+        return "127.0.0.1"
+    return ray_address
+
+
+def _check_reachable(address: str, timeout: float = 10.0) -> None:
+    """Fail at once when nothing listens at the head's address (Ray itself would retry
+    for minutes)."""
+    host, _, port = address.rpartition(":")
+    if address == "auto" or not host or not port.isdigit():
+        return
+    try:
+        socket.create_connection((host, int(port)), timeout=timeout).close()
+    except OSError as exc:
+        raise ClusterError(
+            f"cannot reach the Ray cluster at {address}: {exc.strerror or exc} "
+            "(start its head with `ray start --head`, docs/cluster.md)"
+        ) from None
+
+
+def connect_ray(address: str) -> None:
+    """Join the Ray cluster at ``address`` as a driver (once per process).
+
+    :raises ClusterError: Ray is not installed, or nothing answers at ``address``.
+    """
+    try:
+        import ray
+    except ImportError:
+        raise ClusterError(
+            "--cluster needs Ray: install it with `./lander setup --cluster`"
+        ) from None
+    if ray.is_initialized():
+        return
+    _check_reachable(address)
+    try:
+        ray.init(
+            address=address,
+            logging_level=logging.WARNING,
+            log_to_driver=False,
+            configure_logging=True,
+        )
+    except (ConnectionError, ValueError, RuntimeError) as exc:
+        lines = str(exc).strip().splitlines() or [type(exc).__name__]
+        raise ClusterError(f"cannot reach the Ray cluster at {address}: {lines[0]}") from None
+
+
+class GameCluster:
+    """A connection to a Ray cluster and the placement of one run's game instances.
+
+    :param address: the head's ``HOST:PORT`` (what ``ray start --head`` printed), or ``auto``.
+    :param instances_per_node: at most this many instances on each node (None: by CPUs).
+    :raises ClusterError: Ray is not installed or the cluster is unreachable.
+    """
+
+    def __init__(self, address: str, instances_per_node: int | None = None) -> None:
+        connect_ray(address)
+        import ray
+
+        self.address = address
+        self.instances_per_node = instances_per_node
+        self.secret = secrets.token_bytes(SECRET_BYTES)
+        self.placements: dict[int, dict[str, Any]] = {}
+        self._games: dict[int, RemoteGame] = {}
+        self._failed_at: dict[str, float] = {}  # node id -> last instance failure there
+        self._planned: list[Node] = []
+        self._host_class = ray.remote(GameHost)
+        this_box = ray.util.get_node_ip_address()
+        nodes = self.nodes()
+        self.listen_host = _interface_toward(
+            all(node.address == this_box for node in nodes), this_box
+        )
+
+    def nodes(self) -> list[Node]:
+        """The live nodes with CPUs, in a stable order (the head first), by free CPUs."""
+        import ray
+        from ray._private import state
+
+        try:
+            free = state.available_resources_per_node()
+        except Exception:  # an internal API: fall back to each node's total
+            free = {}
+        listed = []
+        for entry in ray.nodes():
+            cpus = float(entry.get("Resources", {}).get("CPU", 0.0))
+            if not entry.get("Alive") or cpus <= 0:
+                continue
+            available = float(free.get(entry["NodeID"], {}).get("CPU", cpus))
+            head = "node:__internal_head__" in entry.get("Resources", {})
+            listed.append((not head, entry["NodeID"], entry["NodeManagerAddress"], available))
+        return [
+            Node(node_id, address, max(cpus, 0.5)) for _, node_id, address, cpus in sorted(listed)
+        ]
+
+    def instance(
+        self, index: int, port: int, read_timeout: float, max_frame_bytes: int
+    ) -> RelayedInstance:
+        """The trainer's side of instance ``index``: a port on the cluster interface."""
+        return RelayedInstance(
+            index,
+            port,
+            self.listen_host,
+            self.secret,
+            read_timeout=read_timeout,
+            max_frame_bytes=max_frame_bytes,
+        )
+
+    def _node_for(self, index: int, count: int) -> Node:
+        """Where instance ``index`` goes: its planned node at the start of a run; on a
+        restart, the least loaded live node where nothing failed lately."""
+        nodes = self.nodes()
+        if not self._planned:
+            self._planned = plan_placement(nodes, count, self.instances_per_node)
+            return self._planned[index]
+        now = time.monotonic()
+        healthy = [n for n in nodes if now - self._failed_at.get(n.id, -_SUSPECT_S) >= _SUSPECT_S]
+        candidates = healthy or nodes
+        if not candidates:
+            raise ClusterError("the cluster has no live node left for the games")
+        load = {n.id: 0 for n in candidates}
+        for other, where in self.placements.items():
+            if other != index and where.get("node") in load:
+                load[where["node"]] += 1
+        return max(candidates, key=lambda n: (n.cpus / (load[n.id] + 1), -candidates.index(n)))
+
+    def start(self, instance: GameInstance, config: LaunchConfig, output: Path) -> None:
+        """Launch instance ``instance.index``'s game on a node, relayed to its port."""
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+        assert isinstance(instance, RelayedInstance), "made by GameCluster.instance"
+
+        previous = self.placements.get(instance.index)
+        if previous is not None:
+            self._failed_at[previous["node"]] = time.monotonic()
+        node = self._node_for(instance.index, config.n_instances)
+        # No CPU reserved: placement counts CPUs itself, and a relay mostly waits.
+        actor: Any = self._host_class.options(
+            num_cpus=0,
+            max_concurrency=4,
+            max_restarts=0,
+            scheduling_strategy=NodeAffinitySchedulingStrategy(node.id, soft=False),
+        ).remote()
+        args = [a for a in config.arguments(instance.index) if not a.startswith("--port=")]
+        started = actor.start.remote(
+            _game_spec(config.command),
+            args,
+            (instance.host, instance.port),
+            self.secret,
+            config.connect_timeout,
+            f"{output.parent.name}-{output.name}",
+        )
+        remote = RemoteGame(actor, started, actor.wait.remote())
+        instance.remote = remote
+        instance.process = remote
+        instance.output_path = output
+        output.parent.mkdir(parents=True, exist_ok=True)
+        self._games[instance.index] = remote
+        self.placements[instance.index] = {"instance": instance.index, "node": node.id}
+
+    def describe(self, timeout: float = 5.0) -> list[dict[str, Any]]:
+        """Where each instance runs (``instance``, ``node``, ``host``, ``pid``), for run.json."""
+        for index, remote in self._games.items():
+            info = remote.placement(timeout)
+            if info is not None:
+                self.placements[index] = {"instance": index, **info}
+        return [self.placements[i] for i in sorted(self.placements)]
+
+
+def _game_spec(command: list[str]) -> str:
+    """How a node finds the game: the bundled one, or the binary's path relative to the
+    checkout (each node has its own clone, possibly in another folder)."""
+    from game_bridge.launcher import bundled_game_command
+
+    if command == bundled_game_command():
+        return BUNDLED_GAME
+    path = Path(command[0])
+    try:
+        return str(path.resolve().relative_to(checkout_root()))
+    except ValueError:
+        return str(path)

@@ -1,0 +1,184 @@
+"""Game instances and sweep trials on a real Ray cluster of two nodes on this machine
+(``ray start`` with --node-ip-address=127.0.0.1 and a private temp dir)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from game_bridge.cluster import ClusterError, Node, RelayedInstance, plan_placement
+from game_bridge.relay import PREAMBLE
+from tests.conftest import GIT_IDENTITY, SMALL, git, wait_until
+from tests.test_operations import LANDER, lander
+from training.eval_records import owns_run
+from training.run_paths import RunPaths
+from training.run_record import RunRecord
+
+ray = pytest.importorskip(
+    "ray", reason="Ray is not installed: ./lander setup --cluster installs it"
+)
+
+from tests.ray_cluster import LocalRayCluster  # noqa: E402  (after the skip: it needs the ray CLI)
+
+
+def test_placement_follows_free_cpus_or_a_cap_per_node() -> None:
+    big, small = Node("big", "10.0.0.1", 4.0), Node("small", "10.0.0.2", 2.0)
+    chosen = plan_placement([big, small], 6)
+    assert [node.id for node in chosen].count("big") == 4
+    assert [node.id for node in chosen].count("small") == 2
+    capped = plan_placement([big, small], 3, per_node=2)
+    assert [node.id for node in capped] == ["big", "big", "small"]
+    with pytest.raises(ClusterError, match="do not fit 2 node"):
+        plan_placement([big, small], 5, per_node=2)
+    with pytest.raises(ClusterError, match="no live node"):
+        plan_placement([], 1)
+
+
+def test_a_relayed_port_admits_only_a_connection_with_the_runs_secret(
+    port_block: Callable[[int], int],
+) -> None:
+    secret = os.urandom(32)
+    instance = RelayedInstance(0, port_block(1), "127.0.0.1", secret)
+    try:
+        address = ("127.0.0.1", instance.port)
+        for stranger in (b"GET / HTTP/1.0\r\n\r\n" + b" " * 40, PREAMBLE + os.urandom(32), b""):
+            with socket.create_connection(address) as conn:
+                conn.sendall(stranger)
+                if not stranger:
+                    conn.shutdown(socket.SHUT_WR)
+                wait_until(lambda: instance.try_accept() or instance.refused > 0, 10, "a verdict")
+                assert not instance.connected
+                instance.refused = 0
+        with socket.create_connection(address) as relay:
+            relay.sendall(PREAMBLE + secret)
+            wait_until(instance.try_accept, 10, "the relay to be admitted")
+            assert instance.connected
+    finally:
+        instance.close()
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[LocalRayCluster]:
+    started = LocalRayCluster().start()
+    try:
+        started.add_node()
+        yield started
+    finally:
+        started.stop()
+
+
+def _cluster_of(work: Path, run: str) -> dict[str, object]:
+    placements: dict[str, object] = RunRecord.load(RunPaths(work, run).run_json).extra["cluster"]
+    return placements
+
+
+def test_a_run_places_its_games_on_both_nodes_and_trains(
+    cluster: LocalRayCluster, tmp_path: Path, port_block: Callable[[int], int]
+) -> None:
+    result = lander(
+        tmp_path, "train", "c1", "--cluster", cluster.address, "--timesteps", "20000",
+        "--n-parallel", "4", "--agents-per-instance", "4", "--port", str(port_block(4)), "--no-git",
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "games on the Ray cluster at" in result.stdout
+    record = RunRecord.load(RunPaths(tmp_path, "c1").run_json)
+    assert record.status == "finished" and record.total_timesteps >= 20000
+    instances = record.extra["cluster"]["instances"]
+    assert sorted(entry["instance"] for entry in instances) == [0, 1, 2, 3]
+    assert {entry["node"] for entry in instances} == {node.node_id for node in cluster.nodes}
+    assert (tmp_path / "bots" / "c1.json").is_file()
+
+
+def test_a_sweep_runs_trials_side_by_side_on_both_nodes_and_commits_them_once(
+    cluster: LocalRayCluster, checkout: tuple[Path, Path], port_block: Callable[[int], int]
+) -> None:
+    work, remote = checkout
+    before = git(remote, "rev-list", "--count", "main")
+    result = lander(
+        work, "sweep", "cs", "--cluster", cluster.address, "--parallel", "2", "--trials", "4",
+        "--timesteps-per-trial", "1024", "--push-every", "0", "--port", str(port_block(2)), *SMALL,
+        timeout=600,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout + result.stderr
+    trials = [json.loads(line) for line in (work / "logs/cs/trials.jsonl").read_text().splitlines()]
+    assert sorted(t["run"] for t in trials) == [f"cs-t000{i}" for i in range(4)]
+    assert all(t["state"] == "finished" and "mean_reward" in t for t in trials)
+    assert {t["node"] for t in trials} == {node.node_id for node in cluster.nodes}
+    pushed = git(remote, "ls-tree", "-r", "--name-only", "main").splitlines()
+    for trial in trials:
+        paths = RunPaths(work, trial["run"])
+        assert owns_run(paths), "the driver's checkout alone writes the trial's files"
+        assert RunRecord.load(paths.run_json).extra["trained_on"]["node"] == trial["node"]
+        for name in (f"checkpoints/{trial['run']}/run.json", f"bots/{trial['run']}.json"):
+            assert name in pushed
+        assert any(p.startswith(f"logs/{trial['run']}/events.out") for p in pushed)
+    assert int(git(remote, "rev-list", "--count", "main")) == int(before) + 1
+    assert git(work, "status", "--porcelain") == ""
+
+
+def test_a_node_lost_mid_run_moves_its_games_and_the_run_finishes(
+    cluster: LocalRayCluster, tmp_path: Path, port_block: Callable[[int], int]
+) -> None:
+    worker = cluster.nodes[1]
+    env = {**os.environ, **GIT_IDENTITY, "LANDER_HOME": str(tmp_path)}
+    trainer = subprocess.Popen(
+        [str(LANDER), "train", "c2", "--cluster", cluster.address, "--timesteps", "100000",
+         "--n-parallel", "4", "--agents-per-instance", "4", "--port", str(port_block(4)),
+         "--checkpoint-every", "5000", "--no-git"],
+        env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        stdin=subprocess.DEVNULL, start_new_session=True,
+    )  # fmt: skip
+    try:
+        run_json = RunPaths(tmp_path, "c2").run_json
+
+        def placed_and_stepping() -> bool:
+            if not run_json.exists():
+                return False
+            record = RunRecord.load(run_json)
+            return record.total_timesteps > 0 and "cluster" in record.extra
+
+        wait_until(placed_and_stepping, 120, "the run to place its games and checkpoint")
+        instances = _cluster_of(tmp_path, "c2")["instances"]
+        assert isinstance(instances, list)
+        on_worker = [e for e in instances if e["node"] == worker.node_id]
+        assert on_worker, "placement by CPUs puts games on the second node"
+        for entry in instances:  # each game process was started by its node's raylet
+            assert cluster.node_of_process(int(entry["pid"])) == entry["node"]
+        status = lander(tmp_path, "status")
+        assert f"node {worker.node_id[:8]}" in status.stdout, status.stdout
+        cluster.kill_node(worker)
+        output, _ = trainer.communicate(timeout=400)
+    finally:
+        if trainer.poll() is None:
+            os.killpg(trainer.pid, signal.SIGKILL)
+            trainer.wait()
+    assert trainer.returncode == 0, output
+    record = RunRecord.load(run_json)
+    assert record.status == "finished" and record.total_timesteps >= 100000
+    assert record.extra["restarts"] == len(on_worker), output
+    assert all(e["node"] != worker.node_id for e in record.extra["cluster"]["instances"])
+    log = RunPaths(tmp_path, "c2").train_log.read_text()
+    assert log.count("restarted game instance") == len(on_worker)
+
+
+def test_an_unreachable_cluster_is_one_line(
+    tmp_path: Path, port_block: Callable[[int], int]
+) -> None:
+    started = time.monotonic()
+    result = lander(
+        tmp_path, "train", "c3", "--cluster", f"127.0.0.1:{port_block(1)}", "--timesteps", "1000",
+        "--no-git",
+    )  # fmt: skip
+    assert result.returncode != 0
+    assert "cannot reach the Ray cluster" in result.stderr + result.stdout
+    assert "Traceback" not in result.stderr + result.stdout
+    assert time.monotonic() - started < 120
+    assert not RunPaths(tmp_path, "c3").exists()
