@@ -80,6 +80,14 @@ def _pump(source: socket.socket, sink: socket.socket, done: threading.Event) -> 
                 sock.shutdown(socket.SHUT_RDWR)
 
 
+def _normal_priority() -> None:
+    """Undo the niceness Ray gives its workers (15), for this relay and the game it
+    launches: a game on a node must not step slower than the same game launched by a
+    trainer. Lowering niceness needs the privilege to; without it nothing changes."""
+    with contextlib.suppress(OSError):
+        os.setpriority(os.PRIO_PROCESS, 0, 0)
+
+
 class GameHost:
     """One game instance on this node and its relay to the trainer.
 
@@ -88,6 +96,7 @@ class GameHost:
     """
 
     def __init__(self) -> None:
+        _normal_priority()
         self._process: subprocess.Popen[bytes] | None = None
         self._launched = threading.Event()
         self._ended = threading.Event()
