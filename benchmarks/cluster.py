@@ -35,11 +35,11 @@ from rich.console import Console
 from rich.table import Table
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from game_bridge.cluster import GameCluster  # noqa: E402
-from game_bridge.launcher import LaunchConfig  # noqa: E402
-from game_bridge.vec_env import GameVecEnv  # noqa: E402
-from tests.ray_cluster import LocalRayCluster  # noqa: E402
-from training.trainer import TrainRequest, train  # noqa: E402
+from game_bridge.cluster import GameCluster
+from game_bridge.launcher import LaunchConfig
+from game_bridge.vec_env import GameVecEnv
+from tests.ray_cluster import LocalRayCluster
+from training.trainer import TrainRequest, train
 
 console = Console()
 INSTANCES, AGENTS = 4, 8

@@ -36,6 +36,7 @@ class RayNode:
     node_manager_port: int
     raylet_pid: int
     node_id: str = ""
+    alive: bool = True
 
 
 def _processes() -> dict[int, tuple[int, str]]:
@@ -135,8 +136,9 @@ class LocalRayCluster:
             ids = (
                 json.loads(result.stdout.strip().splitlines()[-1]) if result.returncode == 0 else {}
             )
-            if all(str(node.node_manager_port) in ids for node in self.nodes):
-                for node in self.nodes:
+            unknown = [node for node in self.nodes if node.alive and not node.node_id]
+            if all(str(node.node_manager_port) in ids for node in unknown):
+                for node in unknown:
                     node.node_id = ids[str(node.node_manager_port)]
                 return
             if time.monotonic() > deadline:
@@ -157,6 +159,7 @@ class LocalRayCluster:
 
     def kill_node(self, node: RayNode) -> None:
         """End one node as a crash would: its raylet and everything it started, SIGKILL."""
+        node.alive = False
         family = _descendants({node.raylet_pid}, _processes())
         for pid in family:
             with contextlib.suppress(ProcessLookupError):

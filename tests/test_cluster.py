@@ -21,6 +21,7 @@ from tests.test_operations import LANDER, lander
 from training.eval_records import owns_run
 from training.run_paths import RunPaths
 from training.run_record import RunRecord
+from training.trainer import TrainRequest, plan_training
 
 ray = pytest.importorskip(
     "ray", reason="Ray is not installed: ./lander setup --cluster installs it"
@@ -95,6 +96,9 @@ def test_a_run_places_its_games_on_both_nodes_and_trains(
     assert sorted(entry["instance"] for entry in instances) == [0, 1, 2, 3]
     assert {entry["node"] for entry in instances} == {node.node_id for node in cluster.nodes}
     assert (tmp_path / "bots" / "c1.json").is_file()
+    # A resume takes the run's settings but not where its games ran: it says so anew.
+    resumed = plan_training(TrainRequest(tmp_path, "c1b", {}, resume="c1")).config
+    assert resumed.cluster is None and resumed.n_parallel == 4
 
 
 def test_a_sweep_runs_trials_side_by_side_on_both_nodes_and_commits_them_once(
@@ -182,3 +186,58 @@ def test_an_unreachable_cluster_is_one_line(
     assert "Traceback" not in result.stderr + result.stdout
     assert time.monotonic() - started < 120
     assert not RunPaths(tmp_path, "c3").exists()
+
+
+def _game_processes_of(cluster: LocalRayCluster, node_id: str) -> list[int]:
+    """The bundled game's processes that the node ``node_id`` started."""
+    found = []
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            text = cmdline.read_bytes()
+        except OSError:
+            continue
+        if b"game_bridge.lander_game" in text:  # a game, or the fork server of a trial's games
+            pid = int(cmdline.parent.name)
+            if cluster.node_of_process(pid) == node_id:
+                found.append(pid)
+    return found
+
+
+def test_a_sweep_trial_whose_node_is_lost_fails_and_the_sweep_goes_on(
+    cluster: LocalRayCluster, checkout: tuple[Path, Path], port_block: Callable[[int], int]
+) -> None:
+    import optuna
+
+    work, _ = checkout
+    cluster.add_node()
+    workers = [node for node in cluster.nodes[1:] if node.alive]
+    env = {**os.environ, **GIT_IDENTITY, "LANDER_HOME": str(work)}
+    sweep = subprocess.Popen(
+        [str(LANDER), "sweep", "lost", "--cluster", cluster.address, "--parallel", "2",
+         "--trials", "2", "--timesteps-per-trial", "40000", "--push-every", "0",
+         "--port", str(port_block(2)), *SMALL],
+        env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        stdin=subprocess.DEVNULL, start_new_session=True,
+    )  # fmt: skip
+    try:
+
+        def trial_on_a_worker() -> bool:
+            return any(_game_processes_of(cluster, node.node_id) for node in workers)
+
+        wait_until(trial_on_a_worker, 180, "a trial on a node other than the head")
+        cluster.kill_node(next(n for n in workers if _game_processes_of(cluster, n.node_id)))
+        output, _ = sweep.communicate(timeout=400)
+    finally:
+        if sweep.poll() is None:
+            os.killpg(sweep.pid, signal.SIGKILL)
+            sweep.wait()
+    assert sweep.returncode == 0, output
+    assert "failed: its worker was lost" in output
+    trials = [
+        json.loads(line) for line in (work / "logs/lost/trials.jsonl").read_text().splitlines()
+    ]
+    assert sorted(t["state"] for t in trials) == ["failed", "finished"]
+    study = optuna.load_study(study_name="lost", storage=f"sqlite:///{work / 'logs/lost/sweep.db'}")
+    states = sorted(trial.state.name for trial in study.trials)
+    assert states == ["COMPLETE", "FAIL"]
+    assert git(work, "status", "--porcelain") == ""

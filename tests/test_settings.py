@@ -44,6 +44,9 @@ def test_train_options_are_the_declared_settings_and_the_session_options() -> No
     assert _options("train") - session == DECLARED
 
 
+NEEDS = {"instances_per_node": {"cluster": "10.0.0.5:6379"}}
+
+
 def _changed(item_name: str, default: Any, tmp_path: Path) -> tuple[list[str], Any]:
     """A value other than the default for a setting, as typed and as expected."""
     flag = option_name(item_name)
@@ -56,6 +59,10 @@ def _changed(item_name: str, default: Any, tmp_path: Path) -> tuple[list[str], A
         return [flag, str(game)], str(game.resolve())
     if item_name == "device":
         return [flag, "cpu"], "cpu"
+    if item_name == "cluster":
+        return [flag, "10.0.0.5:6379"], "10.0.0.5:6379"
+    if item_name == "instances_per_node":
+        return [flag, "2"], 2
     if isinstance(default, bool):
         return [flag if not default else f"--no-{flag[2:]}"], not default
     if item_name in ("gamma", "gae_lambda"):
@@ -76,9 +83,12 @@ def test_every_option_changes_the_setting_it_names(
     defaults = TrainConfig()
     for item in fields(TrainConfig):
         argv, expected = _changed(item.name, getattr(defaults, item.name), tmp_path)
+        needs = NEEDS.get(item.name, {})  # a setting that only applies beside another
+        for name, value in needs.items():
+            argv += [option_name(name), value]
         result = CliRunner().invoke(app, ["train", "x", *argv], env={"LANDER_HOME": str(tmp_path)})
         assert result.exit_code == 0, (argv, result.output)
         config = plan_training(requests[-1]).config
         assert getattr(config, item.name) == expected, item.name
-        others = {f.name for f in fields(TrainConfig)} - {item.name}
+        others = {f.name for f in fields(TrainConfig)} - {item.name, *needs}
         assert all(getattr(config, name) == getattr(defaults, name) for name in others), argv
