@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from measure import free_base_port, timed_steps, warmed_up
+from measure import bridge_steps_per_second, free_base_port
 from rich.console import Console
 from rich.table import Table
 
@@ -72,20 +72,8 @@ class NodeStepper:
 
 def relay_or_local(cluster: GameCluster | None, fast_wire: bool, seconds: float) -> float:
     """Seconds per VecEnv step of 4 x 8 through the bridge, local or relayed."""
-    env = GameVecEnv(
-        LaunchConfig(
-            n_instances=INSTANCES,
-            base_port=free_base_port(INSTANCES),
-            game_args={"agents": str(AGENTS)},
-            fast_wire=fast_wire,
-            cluster=cluster,
-        )
-    )
-    try:
-        steps, wall = timed_steps(env, warmed_up(env), seconds)
-    finally:
-        env.close()
-    return wall / steps
+    rate = bridge_steps_per_second(INSTANCES, AGENTS, seconds, fast_wire=fast_wire, cluster=cluster)
+    return INSTANCES * AGENTS / rate
 
 
 def node_calls(node_ids: list[str], fast_wire: bool, seconds: float) -> float:

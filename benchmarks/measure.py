@@ -8,6 +8,7 @@ import time
 
 import numpy as np
 
+from game_bridge.cluster import GameCluster
 from game_bridge.launcher import LaunchConfig, bundled_game_command
 from game_bridge.vec_env import GameVecEnv
 
@@ -32,8 +33,10 @@ def bridge_steps_per_second(
     command: list[str] | None = None,
     speedup: float | None = None,
     fast_wire: bool = False,
+    cluster: GameCluster | None = None,
 ) -> float:
-    """Env steps per second of GameVecEnv over real game processes (random actions)."""
+    """Env steps per second of GameVecEnv over real game processes (random actions),
+    launched here or, with ``cluster``, on its nodes behind relays."""
     env = GameVecEnv(
         LaunchConfig(
             command=command or bundled_game_command(),
@@ -42,6 +45,7 @@ def bridge_steps_per_second(
             speedup=speedup,
             game_args={"agents": str(agents)},
             fast_wire=fast_wire,
+            cluster=cluster,
         )
     )
     try:

@@ -46,19 +46,43 @@ def export_and_report(root: Path, run: str, checkpoint: Path | None) -> None:
     )
 
 
-def _baseline(policy: str, episodes: int, seed: int) -> None:
+def _baseline(policy: str, episodes: int, seed: int, game_bin: Path | None, port: int) -> None:
+    """Score the random or reference policy on the game asked for: the bundled game
+    in-process, or ``game_bin`` through the bridge (random actions of its own spaces)."""
     import numpy as np
 
     from game_bridge.lander_game.controllers import random_actions, reference_actions
 
-    settings = LanderSettings()
-    rng = np.random.default_rng(seed)
-    chosen = (
-        reference_actions
-        if policy == "reference"
-        else (lambda o: random_actions(rng, len(o), False))
-    )
-    console.print(evaluate_on_lander(chosen, episodes, seed, settings).line())
+    if game_bin is None:
+        rng = np.random.default_rng(seed)
+        chosen = (
+            reference_actions
+            if policy == "reference"
+            else (lambda o: random_actions(rng, len(o), False))
+        )
+        console.print(evaluate_on_lander(chosen, episodes, seed, LanderSettings()).line())
+        return
+    if policy == "reference":
+        fail("the reference controller flies the bundled lander game only: use --policy random")
+    from game_bridge.launcher import LaunchConfig, game_command
+    from game_bridge.vec_env import GameVecEnv
+    from training.evaluation import evaluate_through_bridge
+
+    try:
+        env = GameVecEnv(LaunchConfig(command=game_command(game_bin), base_port=port, seed=seed))
+    except BOT_ERRORS as exc:
+        fail(str(exc))
+    try:
+        space = env.action_space
+        space.seed(seed)
+        result = evaluate_through_bridge(
+            lambda obs: np.stack([space.sample() for _ in range(env.num_envs)]), env, episodes
+        )
+    except BOT_ERRORS as exc:
+        fail(str(exc))
+    finally:
+        env.close()
+    console.print(result.line())
 
 
 def _target(root: Path, target: str) -> EvalTarget:
@@ -84,7 +108,7 @@ def evaluate_and_report(
     if episodes < 1:
         fail(f"--episodes must be at least 1, got {episodes}")
     if policy in ("random", "reference"):
-        _baseline(policy, episodes, seed)
+        _baseline(policy, episodes, seed, game_bin, port)
         return
     if policy != "model":
         fail(f"--policy must be model, random or reference, got {policy!r}")

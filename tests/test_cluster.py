@@ -10,6 +10,7 @@ import socket
 import subprocess
 import time
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -64,6 +65,23 @@ def test_a_relayed_port_admits_only_a_connection_with_the_runs_secret(
             assert instance.connected
     finally:
         instance.close()
+
+
+@contextmanager
+def lander_in_background(home: Path, *args: str) -> Iterator[subprocess.Popen[str]]:
+    """``lander ARGS`` running in ``home`` (its output on a pipe); killed if still running
+    when the block ends."""
+    env = {**os.environ, **GIT_IDENTITY, "LANDER_HOME": str(home)}
+    process = subprocess.Popen(
+        [str(LANDER), *args], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        text=True, stdin=subprocess.DEVNULL, start_new_session=True,
+    )  # fmt: skip
+    try:
+        yield process
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
 
 
 @pytest.fixture(scope="module")
@@ -132,15 +150,11 @@ def test_a_node_lost_mid_run_moves_its_games_and_the_run_finishes(
     cluster: LocalRayCluster, tmp_path: Path, port_block: Callable[[int], int]
 ) -> None:
     worker = cluster.nodes[1]
-    env = {**os.environ, **GIT_IDENTITY, "LANDER_HOME": str(tmp_path)}
-    trainer = subprocess.Popen(
-        [str(LANDER), "train", "c2", "--cluster", cluster.address, "--timesteps", "100000",
-         "--n-parallel", "4", "--agents-per-instance", "4", "--port", str(port_block(4)),
-         "--checkpoint-every", "5000", "--no-git"],
-        env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-        stdin=subprocess.DEVNULL, start_new_session=True,
-    )  # fmt: skip
-    try:
+    with lander_in_background(
+        tmp_path, "train", "c2", "--cluster", cluster.address, "--timesteps", "100000",
+        "--n-parallel", "4", "--agents-per-instance", "4", "--port", str(port_block(4)),
+        "--checkpoint-every", "5000", "--no-git",
+    ) as trainer:  # fmt: skip
         run_json = RunPaths(tmp_path, "c2").run_json
 
         def placed_and_stepping() -> bool:
@@ -160,10 +174,6 @@ def test_a_node_lost_mid_run_moves_its_games_and_the_run_finishes(
         assert f"node {worker.node_id[:8]}" in status.stdout, status.stdout
         cluster.kill_node(worker)
         output, _ = trainer.communicate(timeout=400)
-    finally:
-        if trainer.poll() is None:
-            os.killpg(trainer.pid, signal.SIGKILL)
-            trainer.wait()
     assert trainer.returncode == 0, output
     record = RunRecord.load(run_json)
     assert record.status == "finished" and record.total_timesteps >= 100000
@@ -211,26 +221,17 @@ def test_a_sweep_trial_whose_node_is_lost_fails_and_the_sweep_goes_on(
     work, _ = checkout
     cluster.add_node()
     workers = [node for node in cluster.nodes[1:] if node.alive]
-    env = {**os.environ, **GIT_IDENTITY, "LANDER_HOME": str(work)}
-    sweep = subprocess.Popen(
-        [str(LANDER), "sweep", "lost", "--cluster", cluster.address, "--parallel", "2",
-         "--trials", "2", "--timesteps-per-trial", "40000", "--push-every", "0",
-         "--port", str(port_block(2)), *SMALL],
-        env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-        stdin=subprocess.DEVNULL, start_new_session=True,
-    )  # fmt: skip
-    try:
 
-        def trial_on_a_worker() -> bool:
-            return any(_game_processes_of(cluster, node.node_id) for node in workers)
+    def trial_on_a_worker() -> bool:
+        return any(_game_processes_of(cluster, node.node_id) for node in workers)
 
+    with lander_in_background(
+        work, "sweep", "lost", "--cluster", cluster.address, "--parallel", "2", "--trials", "2",
+        "--timesteps-per-trial", "40000", "--push-every", "0", "--port", str(port_block(2)), *SMALL,
+    ) as sweep:  # fmt: skip
         wait_until(trial_on_a_worker, 180, "a trial on a node other than the head")
         cluster.kill_node(next(n for n in workers if _game_processes_of(cluster, n.node_id)))
         output, _ = sweep.communicate(timeout=400)
-    finally:
-        if sweep.poll() is None:
-            os.killpg(sweep.pid, signal.SIGKILL)
-            sweep.wait()
     assert sweep.returncode == 0, output
     assert "failed: its worker was lost" in output
     trials = [

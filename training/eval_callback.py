@@ -43,7 +43,8 @@ class PeriodicEvaluation(EveryNSteps):
         self.results.append((self.num_timesteps, result))
         self.logger.record("eval/mean_reward", result.mean_reward)
         self.logger.record("eval/std_reward", result.std_reward)
-        self.logger.record("eval/success_rate", result.success_rate)
+        if result.success_rate is not None:
+            self.logger.record("eval/success_rate", result.success_rate)
         if result.normalized_score is not None:
             self.logger.record("eval/normalized_score", result.normalized_score)
         if self.on_result is not None:

@@ -36,23 +36,25 @@ class EvalResult:
 
     :param mean_reward: mean episode return.
     :param std_reward: standard deviation of episode returns.
-    :param success_rate: fraction of episodes ending on target.
+    :param success_rate: fraction of episodes ending on target; None when the game never
+        reported success (``info["is_success"]``), as training shows ``-``.
     :param episodes: episodes played.
     :param normalized_score: (mean - random) / (reference - random); None off the bundled game.
     """
 
     mean_reward: float
     std_reward: float
-    success_rate: float
+    success_rate: float | None
     episodes: int
     normalized_score: float | None = None
 
     def line(self) -> str:
         """The one-line summary ``lander eval`` prints."""
         score = "n/a" if self.normalized_score is None else f"{self.normalized_score:.3f}"
+        success = "-" if self.success_rate is None else f"{self.success_rate:.3f}"
         return (
             f"mean_reward={self.mean_reward:.2f} std_reward={self.std_reward:.2f} "
-            f"success_rate={self.success_rate:.3f} normalized_score={score}"
+            f"success_rate={success} normalized_score={score}"
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -156,15 +158,16 @@ def evaluate_through_bridge(policy: Policy, env: VecEnv, episodes: int) -> EvalR
     running = np.zeros(env.num_envs)
     returns: list[float] = []
     successes: list[bool] = []
+    reported = False  # a game that never says is_success has no success rate
     obs = env.reset()
     while len(returns) < episodes:
         obs, rewards, dones, infos = env.step(policy(np.asarray(obs)))
         running += rewards
         for index in np.flatnonzero(dones):
             returns.append(float(running[index]))
+            reported = reported or "is_success" in infos[index]
             successes.append(bool(infos[index].get("is_success", False)))
             running[index] = 0.0
     kept = np.asarray(returns[:episodes])
-    return EvalResult(
-        float(kept.mean()), float(kept.std()), float(np.mean(successes[:episodes])), episodes, None
-    )
+    rate = float(np.mean(successes[:episodes])) if reported else None
+    return EvalResult(float(kept.mean()), float(kept.std()), rate, episodes, None)

@@ -150,7 +150,7 @@ class SweepTrials:
         run = self.run_of(trial)
         paths = RunPaths(self.root, run)
         result = None
-        if status not in ("failed", "pruned") and self.bundled:
+        if status != "failed" and self.bundled:  # a pruned trial has a bot and a score too
             if not paths.bot_json.exists():
                 export_run(paths)
             target = run_target(paths)

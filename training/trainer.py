@@ -325,6 +325,17 @@ def train(
         if new_run:  # a run whose games never started leaves nothing behind
             shutil.rmtree(paths.logs, ignore_errors=True)
         raise
+    game_env = game_env_of(env)
+    declared = game_env.agents_per_instance if game_env is not None else None
+    agents_note = None
+    if declared is not None and declared != config.agents_per_instance:
+        # A game with its own fixed agents (a Godot scene) ignores --agents: the run,
+        # its banner and its bot record what the game declared.
+        agents_note = (
+            f"the game declares {declared} agent(s) per instance "
+            f"(--agents-per-instance {config.agents_per_instance} applies to the bundled game)"
+        )
+        config.agents_per_instance = declared
     try:
         saved_normalizer = (
             normalization_path(plan.resume_point.model) if plan.resume_point else None
@@ -339,10 +350,12 @@ def train(
         log(f"removed a crash leftover: {leftover.name}")
     model.set_logger(configure(str(paths.logs), ["tensorboard"]))
     record = _start_record(plan, request, model)
-    game_env = game_env_of(env)
     _note_placements(record, game_env)
     record.save(paths.run_json)
     _announce(console, log, plan, request, model)
+    if agents_note is not None:
+        log(agents_note)
+        console.print(f"[yellow]{agents_note}[/]")
     if record.extra.get("cluster"):
         where = placement_summary(record.extra["cluster"])
         log(where)

@@ -5,7 +5,7 @@ accepts discrete actions sent as 1.0 as well as 1. It declares a mixed action
 dict in non-alphabetical order ("steer" continuous, then "boost" discrete) and
 echoes the last actions back in its observation, so a test can prove each value
 reached the right key. It does not send terminal_observation or truncation, like
-today's plugin. Agents end an episode every ``--episode_len`` steps.
+today's plugin, nor is_success. Agents end an episode every ``--episode_len`` steps.
 
 Observation per agent (size 4): [steer[0], steer[1], boost, step / episode_len].
 Reward: steer[0] (so PPO can learn to push it to +1) plus 0.5 when boost == 1.
@@ -19,7 +19,8 @@ from wire import send_compact as send
 
 def main():
     port = int(arg("port", "11008"))
-    agents = int(arg("agents", "2"))
+    # --fixed_agents: a scene with its own number of agents, which ignores --agents.
+    agents = int(arg("fixed_agents", arg("agents", "2")))
     episode_len = int(arg("episode_len", "25"))
     sock = socket.create_connection(("127.0.0.1", port))
     steps = [0] * agents
