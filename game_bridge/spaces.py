@@ -136,6 +136,24 @@ class EnvInfo:
             and len(self.actions) == 1
         )
 
+    def layout(self) -> dict[str, Any]:
+        """The agents' keys as the game declared them, JSON-ready: what an export needs to
+        lay out its ONNX inputs and outputs the way the plugin reads them."""
+        return {
+            "observations": [
+                {"key": e.key, "shape": list(e.space.shape or ()), "image": e.is_image}
+                for e in self.observations
+            ],
+            "actions": [
+                {
+                    "key": e.key,
+                    "size": e.size,
+                    "action_type": "discrete" if e.discrete else "continuous",
+                }
+                for e in self.actions
+            ],
+        }
+
     @property
     def observation_space(self) -> spaces.Space[Any]:
         """The per-agent observation space SB3 sees: the space itself for one key, else a Dict."""

@@ -81,6 +81,8 @@ def export_run(
     model_path = find_resume_point(root, str(checkpoint) if checkpoint else run, console).model
     record = _record_of(paths)
     model, normalizer = load_for_inference(model_path)
+    from training.export import OnnxLayout
+
     return export_policy(
         model,
         normalizer,
@@ -89,6 +91,7 @@ def export_run(
         paths.bot_onnx,
         git_commit=record.git_commit if record else None,
         trained_with=trained_with(record.config) if record else None,
+        layout=OnnxLayout.of_game(record.extra.get("game_layout") if record else None),
     )
 
 

@@ -60,6 +60,90 @@ class ParityReport:
         return self.agreement == 1.0 if discrete else self.max_abs_diff <= CONTINUOUS_TOLERANCE
 
 
+MAX_IR_VERSION = 8
+"""The ONNX IR version written: the plugin's pinned onnxruntime (1.15) reads up to 9."""
+
+
+@dataclass(frozen=True)
+class OnnxLayout:
+    """How the Godot RL Agents plugin feeds and reads the ONNX file of one game.
+
+    The plugin feeds one input per observation key, named after the key, and reads
+    the ``output`` key by key in the declared order: a discrete key's logits
+    (argmax), a continuous key's means, followed by as many log-std slots unless
+    every key is continuous and the output holds means only (its
+    ``action_means_only``). A mixed policy's discrete slots are written clipped to
+    [-1, 1], as lander's games receive them, so the plugin's argmax is lander's.
+
+    :param input_name: the observation key.
+    :param actions: (key, size, discrete) per action key, in the game's order.
+    """
+
+    input_name: str = "obs"
+    actions: tuple[tuple[str, int, bool], ...] = ()
+
+    @classmethod
+    def of_game(cls, layout: dict[str, Any] | None) -> OnnxLayout:
+        """The layout of a run's game (``run.json``'s ``game_layout``; None: the bundled game).
+
+        :raises ExportError: a layout lander cannot export (several observation keys, images).
+        """
+        if not layout:
+            return cls()
+        observations = layout.get("observations") or []
+        if len(observations) != 1:
+            keys = ", ".join(str(o.get("key")) for o in observations)
+            raise ExportError(
+                f"the game declares {len(observations)} observation keys ({keys}); "
+                "lander exports policies of one vector observation key"
+            )
+        observation = observations[0]
+        if observation.get("image") or len(observation.get("shape") or []) != 1:
+            raise ExportError(
+                f"observation {observation.get('key')!r} is not a flat vector: it cannot be exported"
+            )
+        actions = tuple(
+            (str(a["key"]), int(a["size"]), a.get("action_type") == "discrete")
+            for a in layout.get("actions") or []
+        )
+        return cls(str(observation["key"]), actions)
+
+    @property
+    def mixed(self) -> bool:
+        """Continuous and discrete keys together (lander trains them as one Box)."""
+        return len({discrete for _, _, discrete in self.actions}) == 2
+
+    def plugin_read(self, output: np.ndarray) -> np.ndarray:
+        """A mixed policy's ONNX output read as the plugin reads it, one column per
+        continuous value (clamped to [-1, 1]) and one per discrete key (its argmax)."""
+        columns = []
+        index = 0
+        for _, size, discrete in self.actions:
+            part = output[:, index : index + size]
+            if discrete:
+                columns.append(np.argmax(part, axis=1)[:, None].astype(np.float64))
+                index += size
+            else:
+                columns.append(np.clip(part, -1.0, 1.0).astype(np.float64))
+                index += 2 * size  # the log-std slots after the means
+        return np.concatenate(columns, axis=1)
+
+    def game_read(self, actions: np.ndarray) -> np.ndarray:
+        """A mixed policy's Box actions as lander's games receive them (see
+        :class:`game_bridge.spaces.ActionCodec`), in :meth:`plugin_read`'s columns."""
+        columns = []
+        index = 0
+        for _, size, discrete in self.actions:
+            part = actions[:, index : index + size]
+            columns.append(
+                np.argmax(part, axis=1)[:, None].astype(np.float64)
+                if discrete
+                else part.astype(np.float64)
+            )
+            index += size
+        return np.concatenate(columns, axis=1)
+
+
 @dataclass(frozen=True)
 class ExportResult:
     """What an export wrote and how it checked out."""
@@ -70,18 +154,26 @@ class ExportResult:
     onnx_parity: ParityReport
 
 
-def _dense_layers(model: PPO) -> list[dict[str, Any]]:
-    """The actor's layers: the policy MLP then the action head, as plain lists."""
-    policy = model.policy
-    if not isinstance(policy.features_extractor, FlattenExtractor):
-        raise ExportError(
-            "export supports vector observations (MlpPolicy); this policy uses another extractor"
-        )
+def _check_exportable(model: PPO) -> None:
+    """One line for a policy lander cannot export, before anything assumes its shape."""
     if (
         not isinstance(model.observation_space, spaces.Box)
         or len(model.observation_space.shape) != 1
     ):
-        raise ExportError(f"export supports a flat Box observation, not {model.observation_space}")
+        kind = type(model.observation_space).__name__
+        raise ExportError(
+            f"export supports one flat vector observation, not a {kind} observation "
+            f"{getattr(model.observation_space, 'shape', '')}"
+        )
+    if not isinstance(model.policy.features_extractor, FlattenExtractor):
+        raise ExportError(
+            "export supports vector observations (MlpPolicy); this policy uses another extractor"
+        )
+
+
+def _dense_layers(model: PPO) -> list[dict[str, Any]]:
+    """The actor's layers: the policy MLP then the action head, as plain lists."""
+    policy = model.policy
     modules = [*policy.mlp_extractor.policy_net, policy.action_net]
     layers: list[dict[str, Any]] = []
     for module in modules:
@@ -198,10 +290,25 @@ def _compare(
 class _OnnxPolicy(torch.nn.Module):
     """The deterministic actor in the plugin's layout: (obs, state_ins) -> (output, state_outs)."""
 
-    def __init__(self, model: PPO, normalization: dict[str, Any] | None) -> None:
+    def __init__(
+        self, model: PPO, normalization: dict[str, Any] | None, layout: OnnxLayout
+    ) -> None:
         super().__init__()
         self.policy_net = model.policy.mlp_extractor.policy_net
         self.action_net = model.policy.action_net
+        # A mixed policy's output as the plugin reads it: per key, a continuous key's
+        # means then its log-std, a discrete key's slots clipped as the games get them.
+        self.pieces = (
+            [(start, size, discrete) for start, (_, size, discrete) in _starts(layout.actions)]
+            if layout.mixed
+            else []
+        )
+        log_std = getattr(model.policy, "log_std", None)
+        self.log_std: torch.Tensor
+        self.register_buffer(
+            "log_std",
+            log_std.detach().clone().float() if log_std is not None else torch.zeros(1),
+        )
         self.normalize = normalization is not None
         mean = torch.tensor(normalization["mean"] if normalization else [0.0], dtype=torch.float32)
         scale = torch.tensor(
@@ -218,13 +325,34 @@ class _OnnxPolicy(torch.nn.Module):
     ) -> tuple[torch.Tensor, torch.Tensor]:
         if self.normalize:
             obs = torch.clamp((obs - self.mean) / self.scale, -self.clip, self.clip)
-        return self.action_net(self.policy_net(obs)), state_ins
+        output = self.action_net(self.policy_net(obs))
+        if not self.pieces:
+            return output, state_ins
+        parts = []
+        for start, size, discrete in self.pieces:
+            values = output[:, start : start + size]
+            if discrete:
+                parts.append(torch.clamp(values, -1.0, 1.0))
+            else:
+                log_std = self.log_std[start : start + size].unsqueeze(0)
+                parts += [values, log_std.expand(values.shape[0], size)]
+        return torch.cat(parts, dim=1), state_ins
 
 
-def export_onnx(model: PPO, normalization: dict[str, Any] | None, path: Path) -> None:
-    """Write the ONNX file: inputs ``obs`` [batch, dim] and ``state_ins`` [batch],
-    outputs ``output`` and ``state_outs``, opset 17 (the plugin's layout)."""
-    module = _OnnxPolicy(model, normalization).to("cpu").eval()
+def _starts(actions: tuple[tuple[str, int, bool], ...]) -> list[tuple[int, tuple[str, int, bool]]]:
+    """Each action key with the index of its first slot in lander's Box."""
+    starts = list(itertools.accumulate((size for _, size, _ in actions), initial=0))
+    return list(zip(starts, actions, strict=False))
+
+
+def export_onnx(
+    model: PPO, normalization: dict[str, Any] | None, path: Path, layout: OnnxLayout | None = None
+) -> None:
+    """Write the ONNX file in the plugin's layout: inputs named after the observation key
+    [batch, dim] and ``state_ins`` [batch], outputs ``output`` and ``state_outs``, opset 17,
+    IR version 8 (what the plugin's onnxruntime 1.15 loads)."""
+    layout = layout or OnnxLayout()
+    module = _OnnxPolicy(model, normalization, layout).to("cpu").eval()
     space = model.observation_space
     assert isinstance(space, spaces.Box)
     with warnings.catch_warnings():
@@ -234,24 +362,69 @@ def export_onnx(model: PPO, normalization: dict[str, Any] | None, path: Path) ->
             (torch.zeros(1, space.shape[0]), torch.zeros(1)),
             str(path),
             opset_version=ONNX_OPSET,
-            input_names=["obs", "state_ins"],
+            input_names=[layout.input_name, "state_ins"],
             output_names=["output", "state_outs"],
             dynamic_axes={
-                name: {0: "batch_size"} for name in ("obs", "state_ins", "output", "state_outs")
+                name: {0: "batch_size"}
+                for name in (layout.input_name, "state_ins", "output", "state_outs")
             },
             dynamo=False,
         )
+    import onnx
+
+    written = onnx.load(str(path))
+    if written.ir_version > MAX_IR_VERSION:
+        written.ir_version = MAX_IR_VERSION
+        onnx.save(written, str(path))
 
 
-def onnx_actions(path: Path, obs: np.ndarray, bot: BotRunner) -> np.ndarray:
-    """Run the ONNX file with onnxruntime and read actions with the bot's rule."""
+def onnx_output(path: Path, obs: np.ndarray, input_name: str = "obs") -> np.ndarray:
+    """Run the ONNX file with onnxruntime, fed as the plugin feeds it: its ``output``."""
     import onnxruntime
 
     session = onnxruntime.InferenceSession(str(path), providers=["CPUExecutionProvider"])
     output, _ = session.run(
-        None, {"obs": obs.astype(np.float32), "state_ins": np.zeros(len(obs), dtype=np.float32)}
+        None,
+        {input_name: obs.astype(np.float32), "state_ins": np.zeros(len(obs), dtype=np.float32)},
     )
-    return bot.read_actions(np.asarray(output))
+    return np.asarray(output)
+
+
+def onnx_actions(
+    path: Path, obs: np.ndarray, bot: BotRunner, input_name: str = "obs"
+) -> np.ndarray:
+    """Run the ONNX file with onnxruntime and read actions with the bot's rule."""
+    return bot.read_actions(onnx_output(path, obs, input_name))
+
+
+def _mixed_parity(
+    path: Path, obs: np.ndarray, expected: np.ndarray, layout: OnnxLayout
+) -> ParityReport:
+    """A mixed policy's ONNX file read with the plugin's rule against the model's actions
+    as the games receive them: continuous within tolerance, discrete keys identical
+    except where two clipped slots lie within :data:`TIE_TOLERANCE` of each other."""
+    actual = layout.plugin_read(onnx_output(path, obs, layout.input_name))
+    wanted = layout.game_read(expected)
+    discrete_columns, decisive_rows = [], np.ones(len(obs), dtype=bool)
+    column = 0
+    for start, (_, size, discrete) in _starts(layout.actions):
+        if discrete:
+            ranked = np.sort(np.clip(expected[:, start : start + size], -1, 1), axis=1)
+            gap = ranked[:, -1] - ranked[:, -2]
+            decisive_rows &= (gap == 0) | (gap > TIE_TOLERANCE)
+            discrete_columns.append(column)
+            column += 1
+        else:
+            column += size
+    continuous = [c for c in range(wanted.shape[1]) if c not in discrete_columns]
+    diff = (
+        float(np.max(np.abs(wanted[:, continuous] - actual[:, continuous]))) if continuous else 0.0
+    )
+    same = np.all(wanted[:, discrete_columns] == actual[:, discrete_columns], axis=1)
+    agreement = float(np.mean(same[decisive_rows])) if decisive_rows.any() else 1.0
+    if diff > CONTINUOUS_TOLERANCE:
+        agreement = 0.0
+    return ParityReport(len(obs), diff, agreement, int((~decisive_rows).sum()))
 
 
 def export_policy(
@@ -264,11 +437,15 @@ def export_policy(
     trained_with: dict[str, Any] | None = None,
     samples: int = PARITY_SAMPLES,
     seed: int = 0,
+    layout: OnnxLayout | None = None,
 ) -> ExportResult:
-    """Export ``model`` as a bot JSON and an ONNX file, after proving both equal to it.
+    """Export ``model`` as a bot JSON and an ONNX file, after proving both equal to it
+    (the ONNX file read as the Godot plugin reads it, for the game's ``layout``).
 
     :raises ExportError: unsupported policy, or a parity failure (nothing is written then).
     """
+    layout = layout or OnnxLayout()
+    _check_exportable(model)
     spec = build_bot_spec(model, normalizer, run, git_commit, trained_with)
     bot = BotRunner(spec)
     discrete = bot.action_type != "continuous"
@@ -281,9 +458,13 @@ def export_policy(
     bot_onnx.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=bot_onnx.parent, prefix=".export-") as scratch:
         candidate = Path(scratch) / bot_onnx.name
-        export_onnx(model, spec["observation"]["normalization"], candidate)
-        onnx_parity = _compare(expected, onnx_actions(candidate, obs, bot), mask)
-        if not onnx_parity.passed(discrete):
+        export_onnx(model, spec["observation"]["normalization"], candidate, layout)
+        onnx_parity = (
+            _mixed_parity(candidate, obs, expected, layout)
+            if layout.mixed
+            else _compare(expected, onnx_actions(candidate, obs, bot, layout.input_name), mask)
+        )
+        if not onnx_parity.passed(discrete or layout.mixed):
             raise ExportError(f"ONNX export disagrees with the model: {onnx_parity}")
         try:
             write_json_atomic(bot_json, spec)

@@ -350,6 +350,7 @@ def train(
         log(f"removed a crash leftover: {leftover.name}")
     model.set_logger(configure(str(paths.logs), ["tensorboard"]))
     record = _start_record(plan, request, model)
+    _note_layout(record, game_env)
     _note_placements(record, game_env)
     record.save(paths.run_json)
     _announce(console, log, plan, request, model)
@@ -502,6 +503,12 @@ def _start_record(plan: TrainPlan, request: TrainRequest, model: PPO) -> RunReco
         }
     )
     return record
+
+
+def _note_layout(record: RunRecord, game_env: GameVecEnv | None) -> None:
+    """The game's declared keys, in run.json: an export lays out its ONNX file by them."""
+    if game_env is not None:
+        record.extra["game_layout"] = game_env.env_info.layout()
 
 
 def _note_placements(record: RunRecord, game_env: GameVecEnv | None) -> None:

@@ -22,12 +22,21 @@ def main():
     # --fixed_agents: a scene with its own number of agents, which ignores --agents.
     agents = int(arg("fixed_agents", arg("agents", "2")))
     episode_len = int(arg("episode_len", "25"))
+    obs_key = arg("obs_key", "obs")
+    extra_key = arg("extra_obs_key", "")  # a second observation key, as games with sensors have
     sock = socket.create_connection(("127.0.0.1", port))
     steps = [0] * agents
     last = [[0.0, 0.0, 0.0] for _ in range(agents)]
 
     def obs(i):
-        return {"obs": [float(v) for v in last[i]] + [float(steps[i]) / episode_len]}
+        observed = {obs_key: [float(v) for v in last[i]] + [float(steps[i]) / episode_len]}
+        if extra_key:
+            observed[extra_key] = [float(steps[i] % 2)]
+        return observed
+
+    observation_space = {obs_key: {"size": [4.0], "space": "box"}}
+    if extra_key:
+        observation_space[extra_key] = {"size": [1.0], "space": "box"}
 
     for message in messages(sock):
         kind = message["type"]
@@ -38,7 +47,7 @@ def main():
                 sock,
                 {
                     "type": "env_info",
-                    "observation_space": {"obs": {"size": [4.0], "space": "box"}},
+                    "observation_space": observation_space,
                     "action_space": {
                         "steer": {"size": 2.0, "action_type": "continuous"},
                         "boost": {"size": 2.0, "action_type": "discrete"},
