@@ -54,6 +54,8 @@ class BotRunner:
         try:
             observation, action = spec["observation"], spec["action"]
             self.obs_size = int(observation["size"])
+            # Several observation keys: their vectors, concatenated in this order.
+            self.obs_keys = [(str(k["key"]), int(k["size"])) for k in observation.get("keys", [])]
             self.action_type = str(action["type"])
             self.action_size = int(action["size"])
             self.layers = [
@@ -92,6 +94,8 @@ class BotRunner:
                     f"layer {index}: {layer.biases.shape[0]} biases for {layer.weights.shape[0]} units"
                 )
             width = layer.weights.shape[0]
+        if self.obs_keys and sum(size for _, size in self.obs_keys) != self.obs_size:
+            raise BotFormatError("the observation keys' sizes do not add up to its size")
         expected = sum(self.nvec) if self.action_type == "multi_discrete" else self.action_size
         if not self.layers or width != expected:
             raise BotFormatError(f"the network outputs {width} values, the action needs {expected}")
@@ -120,16 +124,32 @@ class BotRunner:
             raise BotFormatError(f"bot {str(path)!r} is not a JSON object")
         return cls(spec)
 
-    def network_output(self, obs: np.ndarray) -> np.ndarray:
+    def flat_observations(self, obs: np.ndarray | dict[str, Any]) -> np.ndarray:
+        """A batch of observations as one matrix: a dict of the bot's keys is joined in
+        the bot's key order (as the trained policy joined them)."""
+        if isinstance(obs, dict):
+            if not self.obs_keys:
+                raise BotFormatError("this bot takes one observation vector, not a dict of keys")
+            missing = [key for key, _ in self.obs_keys if key not in obs]
+            if missing:
+                raise BotFormatError(f"observation lacks the bot's key(s) {', '.join(missing)}")
+            parts = [
+                np.asarray(obs[key], dtype=np.float64).reshape(-1, size)
+                for key, size in self.obs_keys
+            ]
+            return np.concatenate(parts, axis=1)
+        return np.asarray(obs, dtype=np.float64).reshape(-1, self.obs_size)
+
+    def network_output(self, obs: np.ndarray | dict[str, Any]) -> np.ndarray:
         """The raw output of the network (Gaussian mean or logits) for a batch."""
-        x = np.asarray(obs, dtype=np.float64).reshape(-1, self.obs_size)
+        x = self.flat_observations(obs)
         if self.obs_mean is not None and self.obs_scale is not None:
             x = np.clip((x - self.obs_mean) / self.obs_scale, -self.obs_clip, self.obs_clip)
         for layer in self.layers:
             x = ACTIVATIONS[layer.activation](x @ layer.weights.T + layer.biases)
         return x
 
-    def act(self, obs: np.ndarray) -> np.ndarray:
+    def act(self, obs: np.ndarray | dict[str, Any]) -> np.ndarray:
         """Deterministic actions for a batch of observations (see :meth:`read_actions`)."""
         return self.read_actions(self.network_output(obs))
 

@@ -14,6 +14,7 @@ import pytest
 import torch
 from stable_baselines3 import PPO
 
+from game_bridge.bot_runner import BotRunner
 from game_bridge.spaces import ActionCodec, ActionEntry
 from tests.conftest import game_executable, git, python_game
 from tests.plugin_decode import PluginInference
@@ -28,59 +29,83 @@ LAYOUTS = {
     "mixed": [("move", 2, "continuous"), ("jump", 2, "discrete")],
     "mixed, discrete first": [("jump", 3, "discrete"), ("move", 2, "continuous")],
 }
-OBS_SIZE = 5
 
 
-class _Spaces(gymnasium.Env[np.ndarray, Any]):
+class _Spaces(gymnasium.Env[Any, Any]):
     """An env that only carries spaces: the policy is built, never trained."""
 
-    def __init__(self, action_space: gymnasium.Space[Any]) -> None:
-        self.observation_space = gymnasium.spaces.Box(-1.0, 1.0, (OBS_SIZE,), np.float32)
+    def __init__(
+        self, observation_space: gymnasium.Space[Any], action_space: gymnasium.Space[Any]
+    ) -> None:
+        self.observation_space = observation_space
         self.action_space = action_space
 
 
-def _policy(actions: list[tuple[str, int, str]], seed: int) -> tuple[PPO, ActionCodec]:
+OBSERVATIONS = {"one key": [("position", 5)], "two keys": [("position", 3), ("rays", 4)]}
+
+
+def _policy(
+    observations: list[tuple[str, int]], actions: list[tuple[str, int, str]], seed: int
+) -> tuple[PPO, ActionCodec]:
     codec = ActionCodec(tuple(ActionEntry(k, n, t == "discrete") for k, n, t in actions))
-    model = PPO("MlpPolicy", _Spaces(codec.space), seed=seed, device="cpu")
+    boxes = [(key, gymnasium.spaces.Box(-1.0, 1.0, (n,), np.float32)) for key, n in observations]
+    # Several keys: a Dict in the declared order, as the bridge builds it.
+    space = boxes[0][1] if len(boxes) == 1 else gymnasium.spaces.Dict(boxes)
+    env = _Spaces(space, codec.space)
+    policy = "MlpPolicy" if len(boxes) == 1 else "MultiInputPolicy"
+    model = PPO(policy, env, seed=seed, device="cpu")
     with torch.no_grad():  # outputs well past [-1, 1], so clipping and ties are exercised
         model.policy.action_net.weight.mul_(30.0)
         model.policy.action_net.bias.uniform_(-1.0, 1.0)
     return model, codec
 
 
-def _layout(obs_key: str, actions: list[tuple[str, int, str]]) -> dict[str, Any]:
+def _layout(
+    observations: list[tuple[str, int]], actions: list[tuple[str, int, str]]
+) -> dict[str, Any]:
     return {
-        "observations": [{"key": obs_key, "shape": [OBS_SIZE], "image": False}],
+        "observations": [{"key": k, "shape": [n], "image": False} for k, n in observations],
         "actions": [{"key": k, "size": n, "action_type": t} for k, n, t in actions],
     }
 
 
+@pytest.mark.parametrize("observed", list(OBSERVATIONS))
 @pytest.mark.parametrize("name", list(LAYOUTS))
-def test_the_plugin_decodes_the_trained_policys_action(name: str, tmp_path: Path) -> None:
+def test_the_plugin_decodes_the_trained_policys_action(
+    name: str, observed: str, tmp_path: Path
+) -> None:
     import onnx
 
-    actions = LAYOUTS[name]
-    obs_key = "position"  # not "obs": the plugin feeds each key under its own name
-    model, codec = _policy(actions, seed=len(name))
-    layout = _layout(obs_key, actions)
+    actions, observations = LAYOUTS[name], OBSERVATIONS[observed]
+    keys = [key for key, _ in observations]  # not "obs": the plugin feeds each key by its name
+    model, codec = _policy(observations, actions, seed=len(name))
     export_policy(
         model, None, "t", tmp_path / "t.json", tmp_path / "t.onnx",
-        layout=OnnxLayout.of_game(layout), samples=2000,
+        layout=OnnxLayout.of_game(_layout(observations, actions)), samples=2000,
     )  # fmt: skip
     written = onnx.load(str(tmp_path / "t.onnx"))
     assert written.ir_version <= MAX_IR_VERSION
     assert [op.version for op in written.opset_import if op.domain in ("", "ai.onnx")] == [
         ONNX_OPSET
     ]
-    assert [i.name for i in written.graph.input] == [obs_key, "state_ins"]
+    assert [i.name for i in written.graph.input] == [*keys, "state_ins"]
     plugin = PluginInference(
         tmp_path / "t.onnx", {k: {"size": n, "action_type": t} for k, n, t in actions}
     )
-    observations = np.random.default_rng(7).uniform(-1, 1, (2000, OBS_SIZE)).astype(np.float32)
-    lander_actions = codec.encode(model.predict(observations, deterministic=True)[0])
+    rng = np.random.default_rng(7)
+    batch = {key: rng.uniform(-1, 1, (2000, n)).astype(np.float32) for key, n in observations}
+    model_input = batch[keys[0]] if len(keys) == 1 else batch
+    lander_actions = codec.encode(model.predict(model_input, deterministic=True)[0])
+    bot = BotRunner.from_file(tmp_path / "t.json")
+    bot_input = batch if len(keys) > 1 else batch[keys[0]]
+    np.testing.assert_array_equal(
+        bot.act(bot_input), model.predict(model_input, deterministic=True)[0]
+    ) if codec.all_discrete else np.testing.assert_allclose(
+        bot.act(bot_input), model.predict(model_input, deterministic=True)[0], atol=1e-5
+    )
     disagreements = 0
-    for row, wanted in zip(observations, lander_actions, strict=True):
-        decoded = plugin.act({obs_key: row.tolist()})
+    for row, wanted in enumerate(lander_actions):
+        decoded = plugin.act({key: batch[key][row].tolist() for key in keys})
         assert list(decoded) == [k for k, _, _ in actions]  # the declared key order
         for key, _, kind in actions:
             if kind == "continuous":
@@ -91,25 +116,15 @@ def test_the_plugin_decodes_the_trained_policys_action(name: str, tmp_path: Path
 
 
 def test_a_layout_lander_cannot_export_is_one_export_error() -> None:
-    two_keys = {
-        "observations": [
-            {"key": "position", "shape": [3], "image": False},
-            {"key": "rays", "shape": [8], "image": False},
-        ],
+    grid = {
+        "observations": [{"key": "grid", "shape": [2, 2], "image": False}],
         "actions": [{"key": "move", "size": 2, "action_type": "continuous"}],
     }
-    with pytest.raises(ExportError, match="2 observation keys"):
-        OnnxLayout.of_game(two_keys)
-    dict_space = gymnasium.spaces.Dict(
-        {"a": gymnasium.spaces.Box(-1, 1, (3,)), "b": gymnasium.spaces.Box(-1, 1, (2,))}
-    )
-
-    class _DictSpaces(gymnasium.Env[Any, Any]):
-        observation_space = dict_space
-        action_space = gymnasium.spaces.Box(-1.0, 1.0, (2,), np.float32)
-
-    model = PPO("MultiInputPolicy", _DictSpaces(), device="cpu")
-    with pytest.raises(ExportError, match="one flat vector observation"):
+    with pytest.raises(ExportError, match="'grid' of shape \\[2, 2\\] is not a flat vector"):
+        OnnxLayout.of_game(grid)
+    model = PPO("MlpPolicy", _Spaces(gymnasium.spaces.Box(-1, 1, (2, 2), np.float32),
+                                     gymnasium.spaces.Box(-1, 1, (2,), np.float32)), device="cpu")  # fmt: skip
+    with pytest.raises(ExportError, match="export supports vector observations"):
         export_policy(model, None, "t", Path("/nonexistent/t.json"), Path("/nonexistent/t.onnx"))
 
 
@@ -117,20 +132,43 @@ def test_a_run_whose_game_cannot_be_exported_still_ends_and_publishes(
     checkout: tuple[Path, Path], port_block: Callable[[int], int]
 ) -> None:
     work, remote = checkout
-    game = game_executable(
-        work / "game.x86_64", python_game("godot_style_game.py", "--extra_obs_key=rays")
-    )
+    game = game_executable(work / "game.x86_64", python_game("godot_style_game.py", "--obs_grid=1"))
     result = lander(
-        work, "train", "twokeys", "--game-bin", str(game), "--n-parallel", "1",
+        work, "train", "grid", "--game-bin", str(game), "--n-parallel", "1",
         "--agents-per-instance", "2", "--timesteps", "128", "--n-steps", "32",
         "--port", str(port_block(1)),
     )  # fmt: skip
     output = result.stdout + result.stderr
     assert result.returncode == 0, output
-    assert "export skipped: the game declares 2 observation keys (obs, rays)" in output
+    assert "export skipped: observation 'obs' of shape [2, 2] is not a flat vector" in output
     assert "Traceback" not in output
     pushed = git(remote, "ls-tree", "-r", "--name-only", "main")
-    assert "checkpoints/twokeys/final.zip" in pushed and "checkpoints/twokeys/run.json" in pushed
+    assert "checkpoints/grid/final.zip" in pushed and "checkpoints/grid/run.json" in pushed
+
+
+def test_a_game_with_two_observation_keys_exports_two_inputs(
+    tmp_path: Path, port_block: Callable[[int], int]
+) -> None:
+    import onnx
+
+    game = game_executable(
+        tmp_path / "game.x86_64",
+        python_game("godot_style_game.py", "--obs_key=sensors", "--extra_obs_key=phase"),
+    )
+    result = lander(
+        tmp_path, "train", "keys", "--game-bin", str(game), "--n-parallel", "1",
+        "--agents-per-instance", "2", "--timesteps", "128", "--n-steps", "32",
+        "--port", str(port_block(1)), "--no-git",
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout + result.stderr
+    written = onnx.load(str(tmp_path / "bots" / "keys.onnx"))
+    assert [i.name for i in written.graph.input] == ["sensors", "phase", "state_ins"]
+    evaluated = lander(
+        tmp_path, "eval", "keys", "--game-bin", str(game), "--episodes", "4",
+        "--port", str(port_block(1)),
+    )  # fmt: skip
+    assert evaluated.returncode == 0, evaluated.stdout + evaluated.stderr
+    assert "mean_reward=" in evaluated.stdout
 
 
 def test_a_game_whose_observation_key_is_not_obs_exports_an_input_of_that_name(

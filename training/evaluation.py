@@ -26,8 +26,9 @@ from game_bridge.lander_game.controllers import (
 )
 from game_bridge.lander_game.physics import LanderPhysics
 
-Policy = Callable[[np.ndarray], np.ndarray]
-"""Maps a batch of observations (K, 7) to a batch of actions."""
+Policy = Callable[[Any], np.ndarray]
+"""Maps a batch of observations ((K, size), or a dict of keys for a game with several) to
+a batch of actions."""
 
 
 @dataclass(frozen=True)
@@ -161,7 +162,7 @@ def evaluate_through_bridge(policy: Policy, env: VecEnv, episodes: int) -> EvalR
     reported = False  # a game that never says is_success has no success rate
     obs = env.reset()
     while len(returns) < episodes:
-        obs, rewards, dones, infos = env.step(policy(np.asarray(obs)))
+        obs, rewards, dones, infos = env.step(policy(obs))  # an array, or a dict of keys
         running += rewards
         for index in np.flatnonzero(dones):
             returns.append(float(running[index]))

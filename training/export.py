@@ -21,7 +21,7 @@ import numpy as np
 import torch
 from gymnasium import spaces
 from stable_baselines3 import PPO
-from stable_baselines3.common.torch_layers import FlattenExtractor
+from stable_baselines3.common.torch_layers import CombinedExtractor, FlattenExtractor
 from stable_baselines3.common.vec_env import VecNormalize
 
 from game_bridge.bot_runner import BOT_FORMAT, BOT_FORMAT_VERSION, BotRunner
@@ -75,38 +75,33 @@ class OnnxLayout:
     ``action_means_only``). A mixed policy's discrete slots are written clipped to
     [-1, 1], as lander's games receive them, so the plugin's argmax is lander's.
 
-    :param input_name: the observation key.
+    :param input_names: the observation keys, one ONNX input each, in the game's order.
     :param actions: (key, size, discrete) per action key, in the game's order.
     """
 
-    input_name: str = "obs"
+    input_names: tuple[str, ...] = ("obs",)
     actions: tuple[tuple[str, int, bool], ...] = ()
 
     @classmethod
     def of_game(cls, layout: dict[str, Any] | None) -> OnnxLayout:
         """The layout of a run's game (``run.json``'s ``game_layout``; None: the bundled game).
 
-        :raises ExportError: a layout lander cannot export (several observation keys, images).
+        :raises ExportError: a layout lander cannot export (an image or a grid key).
         """
         if not layout:
             return cls()
         observations = layout.get("observations") or []
-        if len(observations) != 1:
-            keys = ", ".join(str(o.get("key")) for o in observations)
-            raise ExportError(
-                f"the game declares {len(observations)} observation keys ({keys}); "
-                "lander exports policies of one vector observation key"
-            )
-        observation = observations[0]
-        if observation.get("image") or len(observation.get("shape") or []) != 1:
-            raise ExportError(
-                f"observation {observation.get('key')!r} is not a flat vector: it cannot be exported"
-            )
+        for observation in observations:
+            if observation.get("image") or len(observation.get("shape") or []) != 1:
+                raise ExportError(
+                    f"observation {observation.get('key')!r} of shape {observation.get('shape')} "
+                    "is not a flat vector: lander exports vector observations only"
+                )
         actions = tuple(
             (str(a["key"]), int(a["size"]), a.get("action_type") == "discrete")
             for a in layout.get("actions") or []
         )
-        return cls(str(observation["key"]), actions)
+        return cls(tuple(str(o["key"]) for o in observations) or ("obs",), actions)
 
     @property
     def mixed(self) -> bool:
@@ -154,18 +149,41 @@ class ExportResult:
     onnx_parity: ParityReport
 
 
+def _observation_keys(model: PPO) -> list[tuple[str, int]] | None:
+    """A policy of several observation keys: each key and its width, in the order the
+    policy joins them; None for one observation vector."""
+    space = model.observation_space
+    if not isinstance(space, spaces.Dict):
+        return None
+    return [(key, int(sub.shape[0])) for key, sub in space.spaces.items() if sub.shape]
+
+
+def _input_widths(model: PPO) -> list[int]:
+    """The width of each observation input of the policy (one unless several keys)."""
+    keys = _observation_keys(model)
+    if keys:
+        return [size for _, size in keys]
+    shape = model.observation_space.shape
+    assert shape is not None  # checked by _check_exportable
+    return [int(shape[0])]
+
+
 def _check_exportable(model: PPO) -> None:
     """One line for a policy lander cannot export, before anything assumes its shape."""
-    if (
-        not isinstance(model.observation_space, spaces.Box)
-        or len(model.observation_space.shape) != 1
-    ):
-        kind = type(model.observation_space).__name__
-        raise ExportError(
-            f"export supports one flat vector observation, not a {kind} observation "
-            f"{getattr(model.observation_space, 'shape', '')}"
-        )
-    if not isinstance(model.policy.features_extractor, FlattenExtractor):
+    space = model.observation_space
+    parts = list(space.spaces.items()) if isinstance(space, spaces.Dict) else [("obs", space)]
+    for key, part in parts:
+        if not isinstance(part, spaces.Box) or len(part.shape) != 1 or part.dtype != np.float32:
+            raise ExportError(
+                f"export supports vector observations; {key!r} is a {type(part).__name__} "
+                f"of shape {getattr(part, 'shape', None)}"
+            )
+    extractor = model.policy.features_extractor
+    flat = isinstance(extractor, FlattenExtractor) or (
+        isinstance(extractor, CombinedExtractor)
+        and all(isinstance(m, torch.nn.Flatten) for m in extractor.extractors.values())
+    )
+    if not flat:
         raise ExportError(
             "export supports vector observations (MlpPolicy); this policy uses another extractor"
         )
@@ -217,13 +235,13 @@ def _normalization(normalizer: VecNormalize | None) -> dict[str, Any] | None:
     if normalizer is None or not normalizer.norm_obs:
         return None
     rms = normalizer.obs_rms
-    if isinstance(rms, dict):
-        raise ExportError("export supports normalisation of a flat observation only")
+    # Several keys: their statistics joined in the order the policy joins the keys.
+    parts = list(rms.values()) if isinstance(rms, dict) else [rms]
+    mean = np.concatenate([np.asarray(p.mean, dtype=np.float64).reshape(-1) for p in parts])
+    var = np.concatenate([np.asarray(p.var, dtype=np.float64).reshape(-1) for p in parts])
     return {
-        "mean": np.asarray(rms.mean, dtype=np.float64).tolist(),
-        "scale": np.sqrt(
-            np.asarray(rms.var, dtype=np.float64) + float(normalizer.epsilon)
-        ).tolist(),
+        "mean": mean.tolist(),
+        "scale": np.sqrt(var + float(normalizer.epsilon)).tolist(),
         "clip": float(normalizer.clip_obs),
         "rule": "clip((obs - mean) / scale, -clip, clip)",
     }
@@ -237,8 +255,13 @@ def build_bot_spec(
     trained_with: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The bot JSON document for ``model`` (see docs/bot-format.md)."""
-    space = model.observation_space
-    assert isinstance(space, spaces.Box)
+    keys = _observation_keys(model)
+    observation: dict[str, Any] = {
+        "size": sum(_input_widths(model)),
+        "normalization": _normalization(normalizer),
+    }
+    if keys:
+        observation["keys"] = [{"key": key, "size": size} for key, size in keys]
     return {
         "format": BOT_FORMAT,
         "version": BOT_FORMAT_VERSION,
@@ -247,26 +270,34 @@ def build_bot_spec(
         "git_commit": git_commit,
         "exported_at": now_iso(),
         "trained_with": trained_with or {},
-        "observation": {"size": int(space.shape[0]), "normalization": _normalization(normalizer)},
+        "observation": observation,
         "action": _action_spec(model.action_space),
         "layers": _dense_layers(model),
     }
 
 
-def _parity_observations(model: PPO, samples: int, seed: int) -> np.ndarray:
-    space = model.observation_space
-    assert isinstance(space, spaces.Box)
+def _parity_observations(model: PPO, samples: int, seed: int) -> Any:
+    """Random observations within the space (10 where it is unbounded): an array, or a
+    dict of arrays for several keys."""
     rng = np.random.default_rng(seed)
-    low = np.where(np.isfinite(space.low), space.low, -10.0)
-    high = np.where(np.isfinite(space.high), space.high, 10.0)
-    return rng.uniform(low, high, (samples, space.shape[0])).astype(np.float32)
+
+    def draw(space: spaces.Space[Any]) -> np.ndarray:
+        assert isinstance(space, spaces.Box)
+        low = np.where(np.isfinite(space.low), space.low, -10.0)
+        high = np.where(np.isfinite(space.high), space.high, 10.0)
+        return rng.uniform(low, high, (samples, space.shape[0])).astype(np.float32)
+
+    space = model.observation_space
+    if isinstance(space, spaces.Dict):
+        return {key: draw(sub) for key, sub in space.spaces.items()}
+    return draw(space)
 
 
-def decisive(bot: BotRunner, obs: np.ndarray) -> np.ndarray:
+def decisive(bot: BotRunner, obs: Any) -> np.ndarray:
     """Mask of observations whose discrete choice is not a near-tie (see :data:`TIE_TOLERANCE`)."""
     output = bot.network_output(obs)
     segments = [bot.action_size] if bot.action_type == "discrete" else bot.nvec
-    mask = np.ones(len(obs), dtype=bool)
+    mask = np.ones(len(output), dtype=bool)
     for start, stop in itertools.pairwise(np.cumsum([0, *segments])):
         ranked = np.sort(output[:, start:stop], axis=1)
         mask &= ranked[:, -1] - ranked[:, -2] > TIE_TOLERANCE
@@ -320,9 +351,10 @@ class _OnnxPolicy(torch.nn.Module):
         self.register_buffer("scale", scale)
         self.clip = float(normalization["clip"]) if normalization else 0.0
 
-    def forward(
-        self, obs: torch.Tensor, state_ins: torch.Tensor
-    ) -> tuple[torch.Tensor, torch.Tensor]:
+    def forward(self, *inputs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        # One input per observation key, then state_ins, as the plugin feeds them.
+        *keys, state_ins = inputs
+        obs = keys[0] if len(keys) == 1 else torch.cat(keys, dim=1)
         if self.normalize:
             obs = torch.clamp((obs - self.mean) / self.scale, -self.clip, self.clip)
         output = self.action_net(self.policy_net(obs))
@@ -353,21 +385,23 @@ def export_onnx(
     IR version 8 (what the plugin's onnxruntime 1.15 loads)."""
     layout = layout or OnnxLayout()
     module = _OnnxPolicy(model, normalization, layout).to("cpu").eval()
-    space = model.observation_space
-    assert isinstance(space, spaces.Box)
+    widths = _input_widths(model)
+    if len(widths) != len(layout.input_names):
+        raise ExportError(
+            f"the policy takes {len(widths)} observation input(s), the game declares "
+            f"{len(layout.input_names)} key(s) ({', '.join(layout.input_names)})"
+        )
+    names = [*layout.input_names, "state_ins", "output", "state_outs"]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the TorchScript exporter's deprecation notice
         torch.onnx.export(
             module,
-            (torch.zeros(1, space.shape[0]), torch.zeros(1)),
+            (*(torch.zeros(1, width) for width in widths), torch.zeros(1)),
             str(path),
             opset_version=ONNX_OPSET,
-            input_names=[layout.input_name, "state_ins"],
-            output_names=["output", "state_outs"],
-            dynamic_axes={
-                name: {0: "batch_size"}
-                for name in (layout.input_name, "state_ins", "output", "state_outs")
-            },
+            input_names=names[:-2],
+            output_names=names[-2:],
+            dynamic_axes={name: {0: "batch_size"} for name in names},
             dynamo=False,
         )
     import onnx
@@ -378,34 +412,35 @@ def export_onnx(
         onnx.save(written, str(path))
 
 
-def onnx_output(path: Path, obs: np.ndarray, input_name: str = "obs") -> np.ndarray:
-    """Run the ONNX file with onnxruntime, fed as the plugin feeds it: its ``output``."""
+def onnx_output(path: Path, obs: Any, input_names: tuple[str, ...] = ("obs",)) -> np.ndarray:
+    """Run the ONNX file with onnxruntime, fed as the plugin feeds it (one input per
+    observation key, and ``state_ins``): its ``output``."""
     import onnxruntime
 
     session = onnxruntime.InferenceSession(str(path), providers=["CPUExecutionProvider"])
-    output, _ = session.run(
-        None,
-        {input_name: obs.astype(np.float32), "state_ins": np.zeros(len(obs), dtype=np.float32)},
-    )
+    parts = [obs[name] for name in input_names] if isinstance(obs, dict) else [obs]
+    feed = {
+        name: np.asarray(part, np.float32) for name, part in zip(input_names, parts, strict=True)
+    }
+    feed["state_ins"] = np.zeros(len(parts[0]), dtype=np.float32)
+    output, _ = session.run(None, feed)
     return np.asarray(output)
 
 
 def onnx_actions(
-    path: Path, obs: np.ndarray, bot: BotRunner, input_name: str = "obs"
+    path: Path, obs: Any, bot: BotRunner, input_names: tuple[str, ...] = ("obs",)
 ) -> np.ndarray:
     """Run the ONNX file with onnxruntime and read actions with the bot's rule."""
-    return bot.read_actions(onnx_output(path, obs, input_name))
+    return bot.read_actions(onnx_output(path, obs, input_names))
 
 
-def _mixed_parity(
-    path: Path, obs: np.ndarray, expected: np.ndarray, layout: OnnxLayout
-) -> ParityReport:
+def _mixed_parity(path: Path, obs: Any, expected: np.ndarray, layout: OnnxLayout) -> ParityReport:
     """A mixed policy's ONNX file read with the plugin's rule against the model's actions
     as the games receive them: continuous within tolerance, discrete keys identical
     except where two clipped slots lie within :data:`TIE_TOLERANCE` of each other."""
-    actual = layout.plugin_read(onnx_output(path, obs, layout.input_name))
+    actual = layout.plugin_read(onnx_output(path, obs, layout.input_names))
     wanted = layout.game_read(expected)
-    discrete_columns, decisive_rows = [], np.ones(len(obs), dtype=bool)
+    discrete_columns, decisive_rows = [], np.ones(len(expected), dtype=bool)
     column = 0
     for start, (_, size, discrete) in _starts(layout.actions):
         if discrete:
@@ -424,7 +459,7 @@ def _mixed_parity(
     agreement = float(np.mean(same[decisive_rows])) if decisive_rows.any() else 1.0
     if diff > CONTINUOUS_TOLERANCE:
         agreement = 0.0
-    return ParityReport(len(obs), diff, agreement, int((~decisive_rows).sum()))
+    return ParityReport(len(expected), diff, agreement, int((~decisive_rows).sum()))
 
 
 def export_policy(
@@ -462,7 +497,7 @@ def export_policy(
         onnx_parity = (
             _mixed_parity(candidate, obs, expected, layout)
             if layout.mixed
-            else _compare(expected, onnx_actions(candidate, obs, bot, layout.input_name), mask)
+            else _compare(expected, onnx_actions(candidate, obs, bot, layout.input_names), mask)
         )
         if not onnx_parity.passed(discrete or layout.mixed):
             raise ExportError(f"ONNX export disagrees with the model: {onnx_parity}")

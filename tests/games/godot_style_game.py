@@ -34,7 +34,9 @@ def main():
             observed[extra_key] = [float(steps[i] % 2)]
         return observed
 
-    observation_space = {obs_key: {"size": [4.0], "space": "box"}}
+    # --obs_grid: the same 4 values declared as a 2 x 2 grid (a sensor's shape).
+    shape = [2.0, 2.0] if arg("obs_grid", "") else [4.0]
+    observation_space = {obs_key: {"size": shape, "space": "box"}}
     if extra_key:
         observation_space[extra_key] = {"size": [1.0], "space": "box"}
 
