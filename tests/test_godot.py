@@ -3,6 +3,7 @@ trained end to end like any Godot export. .ci/run installs godot3-server."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -13,6 +14,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
+from game_bridge.bot_runner import BotRunner
 from game_bridge.launcher import LaunchConfig
 from game_bridge.vec_env import GameVecEnv
 from tests.conftest import REPO_ROOT
@@ -107,3 +109,20 @@ def test_godot_game_trains_end_to_end_exports_a_bot_and_resumes(
     assert played.returncode == 0, played.stderr
     with Image.open(picture) as image:
         assert len(image.convert("RGB").getcolors(maxcolors=1 << 16) or []) > 3
+    # The game flies the bot itself with the GDScript player (no trainer, no ONNX), and
+    # acts as lander's numpy runner does on the same observations.
+    trace = tmp_path / "bot-trace.jsonl"
+    flown = subprocess.run(
+        [str(GODOT_GAME), f"--bot={tmp_path / 'bots' / 'godot.json'}", f"--bot_trace={trace}",
+         "--bot_steps=100", "--speedup=100", "--agents=2"],
+        capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert flown.returncode == 0, flown.stdout + flown.stderr
+    assert "flying bot godot (6144 steps of training)" in flown.stdout
+    rows = [json.loads(line) for line in trace.read_text().splitlines()]
+    assert len(rows) == 200  # 100 steps of 2 agents
+    observations = np.array([row["obs"] for row in rows])
+    actions = np.array([row["action"] for row in rows])
+    bot = BotRunner.from_file(tmp_path / "bots" / "godot.json")
+    assert np.abs(bot.act(observations) - actions).max() <= 1e-4
+    assert len({tuple(row["obs"]) for row in rows}) > 150, "the landers move under the bot"

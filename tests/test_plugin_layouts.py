@@ -4,6 +4,9 @@ decodes is the trained policy's deterministic action as lander's games receive i
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -16,7 +19,7 @@ from stable_baselines3 import PPO
 
 from game_bridge.bot_runner import BotRunner
 from game_bridge.spaces import ActionCodec, ActionEntry
-from tests.conftest import game_executable, git, python_game
+from tests.conftest import REPO_ROOT, game_executable, git, python_game
 from tests.plugin_decode import PluginInference
 from tests.test_operations import lander
 from training.errors import ExportError
@@ -196,3 +199,27 @@ def test_a_game_whose_observation_key_is_not_obs_exports_an_input_of_that_name(
     )
     decoded = plugin.act({"sensors": [0.1, -0.2, 1.0, 0.5]})
     assert set(decoded) == {"steer", "boost"} and decoded["boost"] in (0, 1)
+
+
+def test_the_godot4_bot_player_parses_as_gdscript_4() -> None:
+    gdparse = Path(sys.executable).with_name("gdparse")
+    player = REPO_ROOT / "examples" / "godot4" / "bot_player.gd"
+    parsed = subprocess.run(
+        [str(gdparse), str(player)], capture_output=True, text=True, check=False
+    )
+    assert parsed.returncode == 0, parsed.stdout + parsed.stderr
+
+
+def test_a_bot_lists_the_games_action_keys_for_players_in_the_engine(tmp_path: Path) -> None:
+    actions = LAYOUTS["mixed, discrete first"]
+    observations = OBSERVATIONS["one key"]
+    model, _ = _policy(observations, actions, seed=3)
+    export_policy(
+        model, None, "t", tmp_path / "t.json", tmp_path / "t.onnx",
+        layout=OnnxLayout.of_game(_layout(observations, actions)), samples=200,
+    )  # fmt: skip
+    spec = json.loads((tmp_path / "t.json").read_text())
+    assert spec["action"]["keys"] == [
+        {"key": "jump", "size": 3, "action_type": "discrete"},
+        {"key": "move", "size": 2, "action_type": "continuous"},
+    ]

@@ -210,7 +210,18 @@ def _dense_layers(model: PPO) -> list[dict[str, Any]]:
     return layers
 
 
-def _action_spec(space: spaces.Space[Any]) -> dict[str, Any]:
+def _action_spec(space: spaces.Space[Any], layout: OnnxLayout | None = None) -> dict[str, Any]:
+    spec = _action_reading(space)
+    if layout is not None and layout.actions:
+        spec["keys"] = [
+            {"key": key, "size": size, "action_type": "discrete" if discrete else "continuous"}
+            for key, size, discrete in layout.actions
+        ]
+    return spec
+
+
+def _action_reading(space: spaces.Space[Any]) -> dict[str, Any]:
+    """The action's type, size and how the network's output is read."""
     if isinstance(space, spaces.Box):
         return {
             "type": "continuous",
@@ -253,8 +264,11 @@ def build_bot_spec(
     run: str,
     git_commit: str | None,
     trained_with: dict[str, Any] | None = None,
+    layout: OnnxLayout | None = None,
 ) -> dict[str, Any]:
-    """The bot JSON document for ``model`` (see docs/bot-format.md)."""
+    """The bot JSON document for ``model`` (see docs/bot-format.md); with the game's
+    ``layout``, the action lists the game's keys, so a player in the engine can build
+    the action dict the game expects."""
     keys = _observation_keys(model)
     observation: dict[str, Any] = {
         "size": sum(_input_widths(model)),
@@ -271,7 +285,7 @@ def build_bot_spec(
         "exported_at": now_iso(),
         "trained_with": trained_with or {},
         "observation": observation,
-        "action": _action_spec(model.action_space),
+        "action": _action_spec(model.action_space, layout),
         "layers": _dense_layers(model),
     }
 
@@ -481,7 +495,7 @@ def export_policy(
     """
     layout = layout or OnnxLayout()
     _check_exportable(model)
-    spec = build_bot_spec(model, normalizer, run, git_commit, trained_with)
+    spec = build_bot_spec(model, normalizer, run, git_commit, trained_with, layout)
     bot = BotRunner(spec)
     discrete = bot.action_type != "continuous"
     obs = _parity_observations(model, samples, seed)

@@ -17,6 +17,12 @@ var action_repeat = 8
 var n_agents = 2
 var frames_left = 0
 var connected = false
+# Bot mode (--bot=PATH): the game flies an exported bot itself, no trainer; each step's
+# observation and action go to --bot_trace=PATH (JSON lines) for --bot_steps steps.
+var bot = null
+var bot_trace = null
+var bot_steps_left = 0
+var bot_step = 0
 
 
 func _args() -> Dictionary:
@@ -42,6 +48,9 @@ func _ready() -> void:
 	# Deferred: the parent cannot take new children while its own children are readied.
 	game.call_deferred("setup", n_agents, int(args.get("env_seed", "0")),
 		args.get("action_type", "continuous") == "discrete", int(args.get("difficulty", "1")))
+	if args.has("bot"):
+		_start_bot(args)
+		return
 	stream = StreamPeerTCP.new()
 	var port = int(args.get("port", "11008"))
 	if stream.connect_to_host("127.0.0.1", port) != OK:
@@ -58,6 +67,63 @@ func _ready() -> void:
 		return
 	stream.set_no_delay(true)
 	connected = true
+
+
+func _start_bot(args: Dictionary) -> void:
+	bot = load("res://bot_player.gd").new()
+	add_child(bot)
+	if not bot.load_bot(args["bot"]):
+		get_tree().quit(1)
+		return
+	bot_steps_left = int(args.get("bot_steps", "600"))
+	if args.has("bot_trace"):
+		bot_trace = File.new()
+		if bot_trace.open(args["bot_trace"], File.WRITE) != OK:
+			push_error("cannot write %s" % args["bot_trace"])
+			get_tree().quit(1)
+			return
+	print("flying bot %s (%d steps of training)" % [bot.run, bot.timesteps])
+
+
+func _bot_step() -> void:
+	# One step of the bot: act on every agent's observation, as the trainer would.
+	for i in range(n_agents):
+		var obs = game.observe(i)
+		var action = bot.act({"obs": obs})
+		if bot_trace != null:
+			bot_trace.store_line('{"step": %d, "agent": %d, "obs": %s, "action": %s}' % [
+				bot_step, i, _numbers(obs), _numbers(action["thrust"])])
+		game.apply_action(i, action["thrust"])
+	bot_step += 1
+	bot_steps_left -= 1
+
+
+func _numbers(values) -> String:
+	# A JSON list at full precision (to_json keeps 6 digits): a discrete action is one int.
+	if typeof(values) != TYPE_ARRAY:
+		return str(values)
+	var parts = []
+	for value in values:
+		parts.append("%.12f" % value)
+	return "[" + PoolStringArray(parts).join(", ") + "]"
+
+
+func _bot_physics() -> void:
+	if frames_left > 0:
+		frames_left -= 1
+		if frames_left > 0:
+			return
+		for i in range(n_agents):
+			if game.finish_step(i, action_repeat)["done"]:
+				game.reset_agent(i)
+	if bot_steps_left <= 0:
+		if bot_trace != null:
+			bot_trace.close()
+		get_tree().quit()
+		set_physics_process(false)
+		return
+	_bot_step()
+	frames_left = action_repeat
 
 
 func _send(message: Dictionary) -> void:
@@ -156,8 +222,13 @@ func _send_step() -> void:
 
 
 func _physics_process(_delta: float) -> void:
-	if not connected or game.landers.size() < n_agents:
+	if game.landers.size() < n_agents:
 		return  # the game sets itself up on the first idle frame
+	if bot != null:
+		_bot_physics()
+		return
+	if not connected:
+		return
 	if frames_left > 0:
 		frames_left -= 1
 		if frames_left > 0:
