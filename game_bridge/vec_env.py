@@ -85,6 +85,9 @@ class GameVecEnv(VecEnv):
         )
         self._last_parts: list[dict[str, np.ndarray]] = []
         self._closed = False
+        self._sent_at = 0.0
+        self._waited_s = 0.0  # in step_wait, over every step: the games' own pace
+        self._waited_steps = 0
         # Binary steps only when every game accepted them and the layout fits.
         self.binary = all(info.encoding == protocol.FAST_ENCODING for info in infos) and (
             self.env_info.binary_capable
@@ -138,6 +141,7 @@ class GameVecEnv(VecEnv):
 
     def step_async(self, actions: np.ndarray) -> None:
         """Send every instance its agents' actions; replies are read in :meth:`step_wait`."""
+        self._sent_at = time.perf_counter()
         k = self.agents_per_instance
         binary_frames = (
             protocol.encode_binary_actions(actions, self._discrete, len(self.instances))
@@ -225,8 +229,23 @@ class GameVecEnv(VecEnv):
         # obs and reward are read-only views of the reply: step_wait copies them into the batch.
         return {self.env_info.observations[0].key: obs}, reward, dones, infos
 
+    def game_ticks_per_second(self) -> float | None:
+        """The physics ticks per second the games delivered while the trainer waited for
+        their replies (action repeat x steps / time from the actions sent to the last
+        reply); None before any step or when the action repeat is the game's own."""
+        if self.config.action_repeat is None or self._waited_steps == 0:
+            return None
+        return self.config.action_repeat * self._waited_steps / max(self._waited_s, 1e-9)
+
     def step_wait(self) -> VecEnvStepReturn:
         """Gather every instance's ``step`` reply into one batch, restarting faulty games."""
+        try:
+            return self._gather_steps()
+        finally:
+            self._waited_s += time.perf_counter() - self._sent_at
+            self._waited_steps += 1
+
+    def _gather_steps(self) -> VecEnvStepReturn:
         k = self.agents_per_instance
         parts: list[dict[str, np.ndarray]] = []
         rewards = np.zeros(self.num_envs, dtype=np.float32)

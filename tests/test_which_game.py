@@ -58,3 +58,26 @@ def test_a_run_records_the_agents_its_game_declares(
     assert record.config.agents_per_instance == 3
     bot = json.loads((tmp_path / "bots" / "fixed.json").read_text())
     assert bot["trained_with"]["agents_per_instance"] == 3
+
+
+def test_a_game_that_ignores_speedup_gets_a_warning(
+    tmp_path: Path, port_block: Callable[[int], int]
+) -> None:
+    # 60 ticks/s of its own where --speedup 20 asks for 1,200: a godot3-branch game.
+    game = _godot_style(tmp_path, "--tick_rate=60")
+    result = lander(
+        tmp_path, "train", "slow", "--game-bin", str(game), "--n-parallel", "1",
+        "--agents-per-instance", "2", "--timesteps", "64", "--n-steps", "16",
+        "--speedup", "20", "--action-repeat", "2", "--port", str(port_block(1)), "--no-git",
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout + result.stderr
+    warning = "far below 60 x --speedup = 1,200"
+    assert warning in result.stdout
+    assert warning in RunPaths(tmp_path, "slow").train_log.read_text()
+    fast = _godot_style(tmp_path)  # answers at once: no warning
+    quick = lander(
+        tmp_path, "train", "quick", "--game-bin", str(fast), "--n-parallel", "1",
+        "--agents-per-instance", "2", "--timesteps", "64", "--n-steps", "16",
+        "--speedup", "20", "--action-repeat", "2", "--port", str(port_block(1)), "--no-git",
+    )  # fmt: skip
+    assert quick.returncode == 0 and "far below" not in quick.stdout

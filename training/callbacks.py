@@ -199,12 +199,17 @@ class ProgressReport(BaseCallback):
             self._progress = None
 
 
+SLOW_GAME_FRACTION = 0.5
+"""Games ticking below this fraction of 60 x --speedup get a warning."""
+
+
 class GameHealth(BaseCallback):
     """Logs game restarts (``games/restarts`` in TensorBoard) and reports each one.
 
     :param game_env: the bridge (None in-process: nothing to watch).
     :param log: writes a line to the run's log.
     :param on_change: called with the restart count when it grows.
+    :param warn: says something the user should act on (the log and the console).
     """
 
     def __init__(
@@ -212,13 +217,16 @@ class GameHealth(BaseCallback):
         game_env: GameVecEnv | None,
         log: Callable[[str], None],
         on_change: Callable[[int], None],
+        warn: Callable[[str], None] | None = None,
     ) -> None:
         super().__init__()
         self.game_env = game_env
         self.log = log
+        self.warn = warn or log
         self.on_change = on_change
         self._seen = 0
         self._moves = 0
+        self._speed_warned = False
 
     def _on_step(self) -> bool:
         self.catch_up()
@@ -239,6 +247,25 @@ class GameHealth(BaseCallback):
     def _on_rollout_end(self) -> None:
         if self.game_env is not None:
             self.logger.record("games/restarts", len(self.game_env.restarts))
+            self._check_speed()
+
+    def _check_speed(self) -> None:
+        """Warn once when the games tick far slower than 60 x --speedup: the engine is
+        CPU-bound, or it ignores --speedup (the plugin's godot3 branch reads it before
+        parsing the command line: only the Sync node's speed_up applies there)."""
+        config = self.game_env.config if self.game_env is not None else None
+        rate = self.game_env.game_ticks_per_second() if self.game_env is not None else None
+        if self._speed_warned or config is None or config.speedup is None or rate is None:
+            return
+        wanted = 60.0 * config.speedup
+        if rate < SLOW_GAME_FRACTION * wanted:
+            self._speed_warned = True
+            self.warn(
+                f"the games run {rate:,.0f} physics ticks/s, far below 60 x --speedup = "
+                f"{wanted:,.0f}: the engine is CPU-bound, or it ignores --speedup "
+                "(Godot RL Agents' godot3 branch: set the Sync node's speed_up; docs/godot.md)"
+            )
+            self.logger.record("games/ticks_per_second", rate)
 
 
 class UpdateThreads(BaseCallback):

@@ -384,7 +384,11 @@ def train(
         record.extra["restarts"] = count
         _note_placements(record, game_env)  # a restart may have moved a game to another node
 
-    health = GameHealth(game_env, log, restarted)
+    def warn(line: str) -> None:
+        log(line)
+        console.print(f"[yellow]{line}[/]")
+
+    health = GameHealth(game_env, log, restarted, warn)
     checkpoints = RotatingCheckpoints(
         paths.checkpoints, config.checkpoint_every, config.keep_checkpoints, normalizer, saved
     )

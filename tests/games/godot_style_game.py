@@ -12,6 +12,7 @@ Reward: steer[0] (so PPO can learn to push it to +1) plus 0.5 when boost == 1.
 """
 
 import socket
+import time
 
 from wire import arg, messages
 from wire import send_compact as send
@@ -23,6 +24,10 @@ def main():
     agents = int(arg("fixed_agents", arg("agents", "2")))
     episode_len = int(arg("episode_len", "25"))
     obs_key = arg("obs_key", "obs")
+    # --tick_rate: the game's own physics rate, whatever --speedup says (as the plugin's
+    # godot3 branch runs at its Sync node's speed_up): a step takes action_repeat ticks.
+    tick_rate = float(arg("tick_rate", "0"))
+    action_repeat = int(arg("action_repeat", "1"))
     extra_key = arg("extra_obs_key", "")  # a second observation key, as games with sensors have
     sock = socket.create_connection(("127.0.0.1", port))
     steps = [0] * agents
@@ -68,6 +73,8 @@ def main():
                 },
             )
         elif kind == "action":
+            if tick_rate:
+                time.sleep(action_repeat / tick_rate)
             rewards, dones = [], []
             for i, action in enumerate(message["action"]):
                 boost = int(float(action["boost"]))
