@@ -223,3 +223,28 @@ def test_a_bot_lists_the_games_action_keys_for_players_in_the_engine(tmp_path: P
         {"key": "jump", "size": 3, "action_type": "discrete"},
         {"key": "move", "size": 2, "action_type": "continuous"},
     ]
+
+
+def test_normalisation_of_several_keys_is_inside_the_graph(tmp_path: Path) -> None:
+    from stable_baselines3.common.vec_env import DummyVecEnv, VecNormalize
+
+    actions, observations = LAYOUTS["mixed"], OBSERVATIONS["two keys"]
+    model, codec = _policy(observations, actions, seed=5)
+    normalizer = VecNormalize(DummyVecEnv([lambda: model.env.envs[0]]), norm_reward=False)
+    rng = np.random.default_rng(1)
+    for key, size in observations:
+        normalizer.obs_rms[key].mean = rng.uniform(-0.5, 0.5, size)
+        normalizer.obs_rms[key].var = rng.uniform(0.05, 2.0, size)
+    export_policy(
+        model, normalizer, "t", tmp_path / "t.json", tmp_path / "t.onnx",
+        layout=OnnxLayout.of_game(_layout(observations, actions)), samples=2000,
+    )  # fmt: skip
+    plugin = PluginInference(
+        tmp_path / "t.onnx", {k: {"size": n, "action_type": t} for k, n, t in actions}
+    )
+    batch = {key: rng.uniform(-1, 1, (300, n)).astype(np.float32) for key, n in observations}
+    wanted = codec.encode(model.predict(normalizer.normalize_obs(batch), deterministic=True)[0])
+    for row in range(300):
+        decoded = plugin.act({key: batch[key][row].tolist() for key in batch})
+        np.testing.assert_allclose(decoded["move"], wanted[row]["move"], atol=1e-5)
+        assert decoded["jump"] == int(wanted[row]["jump"])
