@@ -19,9 +19,10 @@ from stable_baselines3 import PPO
 
 from game_bridge.bot_runner import BotRunner
 from game_bridge.spaces import ActionCodec, ActionEntry
-from tests.conftest import REPO_ROOT, game_executable, git, python_game
+from tests.conftest import REPO_ROOT, git
 from tests.plugin_decode import PluginInference
 from tests.test_operations import lander
+from tests.test_which_game import godot_style, train_briefly
 from training.errors import ExportError
 from training.export import MAX_IR_VERSION, ONNX_OPSET, OnnxLayout, export_policy
 
@@ -135,12 +136,8 @@ def test_a_run_whose_game_cannot_be_exported_still_ends_and_publishes(
     checkout: tuple[Path, Path], port_block: Callable[[int], int]
 ) -> None:
     work, remote = checkout
-    game = game_executable(work / "game.x86_64", python_game("godot_style_game.py", "--obs_grid=1"))
-    result = lander(
-        work, "train", "grid", "--game-bin", str(game), "--n-parallel", "1",
-        "--agents-per-instance", "2", "--timesteps", "128", "--n-steps", "32",
-        "--port", str(port_block(1)),
-    )  # fmt: skip
+    game = godot_style(work, "--obs_grid=1")
+    result = train_briefly(work, "grid", game, port_block(1))
     output = result.stdout + result.stderr
     assert result.returncode == 0, output
     assert "export skipped: observation 'obs' of shape [2, 2] is not a flat vector" in output
@@ -154,15 +151,8 @@ def test_a_game_with_two_observation_keys_exports_two_inputs(
 ) -> None:
     import onnx
 
-    game = game_executable(
-        tmp_path / "game.x86_64",
-        python_game("godot_style_game.py", "--obs_key=sensors", "--extra_obs_key=phase"),
-    )
-    result = lander(
-        tmp_path, "train", "keys", "--game-bin", str(game), "--n-parallel", "1",
-        "--agents-per-instance", "2", "--timesteps", "128", "--n-steps", "32",
-        "--port", str(port_block(1)), "--no-git",
-    )  # fmt: skip
+    game = godot_style(tmp_path, "--obs_key=sensors", "--extra_obs_key=phase")
+    result = train_briefly(tmp_path, "keys", game, port_block(1), "--no-git")
     assert result.returncode == 0, result.stdout + result.stderr
     written = onnx.load(str(tmp_path / "bots" / "keys.onnx"))
     assert [i.name for i in written.graph.input] == ["sensors", "phase", "state_ins"]
@@ -179,14 +169,8 @@ def test_a_game_whose_observation_key_is_not_obs_exports_an_input_of_that_name(
 ) -> None:
     import onnx
 
-    game = game_executable(
-        tmp_path / "game.x86_64", python_game("godot_style_game.py", "--obs_key=sensors")
-    )
-    result = lander(
-        tmp_path, "train", "named", "--game-bin", str(game), "--n-parallel", "1",
-        "--agents-per-instance", "2", "--timesteps", "128", "--n-steps", "32",
-        "--port", str(port_block(1)), "--no-git",
-    )  # fmt: skip
+    game = godot_style(tmp_path, "--obs_key=sensors")
+    result = train_briefly(tmp_path, "named", game, port_block(1), "--no-git")
     assert result.returncode == 0, result.stdout + result.stderr
     written = onnx.load(str(tmp_path / "bots" / "named.onnx"))
     assert [i.name for i in written.graph.input] == ["sensors", "state_ins"]

@@ -4,6 +4,7 @@ that declares its own number of agents, and one that never reports success."""
 from __future__ import annotations
 
 import json
+import subprocess
 from collections.abc import Callable
 from pathlib import Path
 
@@ -13,14 +14,27 @@ from training.run_paths import RunPaths
 from training.run_record import RunRecord
 
 
-def _godot_style(tmp_path: Path, *args: str) -> Path:
-    return game_executable(tmp_path / "game.x86_64", python_game("godot_style_game.py", *args))
+def godot_style(home: Path, *args: str) -> Path:
+    """The Godot-style test game with ``args``, as an executable in ``home``."""
+    return game_executable(home / "game.x86_64", python_game("godot_style_game.py", *args))
+
+
+def train_briefly(
+    home: Path, run: str, game: Path, port: int, *flags: str
+) -> subprocess.CompletedProcess[str]:
+    """``lander train RUN`` for a few rollouts on ``game`` (one instance of 2 agents unless
+    ``flags`` say otherwise)."""
+    return lander(
+        home, "train", run, "--game-bin", str(game), "--n-parallel", "1",
+        "--agents-per-instance", "2", "--timesteps", "128", "--n-steps", "32",
+        "--port", str(port), *flags,
+    )  # fmt: skip
 
 
 def test_random_policy_on_a_game_binary_plays_that_game(
     tmp_path: Path, port_block: Callable[[int], int]
 ) -> None:
-    game = _godot_style(tmp_path, "--episode_len=10")
+    game = godot_style(tmp_path, "--episode_len=10")
     port = str(port_block(1))
     bundled = lander(tmp_path, "eval", "--policy", "random", "--episodes", "20", "--port", port)
     played = lander(
@@ -45,11 +59,10 @@ def test_random_policy_on_a_game_binary_plays_that_game(
 def test_a_run_records_the_agents_its_game_declares(
     tmp_path: Path, port_block: Callable[[int], int]
 ) -> None:
-    game = _godot_style(tmp_path, "--fixed_agents=3")
-    result = lander(
-        tmp_path, "train", "fixed", "--game-bin", str(game), "--n-parallel", "2",
-        "--agents-per-instance", "8", "--timesteps", "256", "--n-steps", "32",
-        "--port", str(port_block(2)), "--no-git",
+    game = godot_style(tmp_path, "--fixed_agents=3")
+    result = train_briefly(
+        tmp_path, "fixed", game, port_block(2), "--n-parallel", "2", "--agents-per-instance",
+        "8", "--timesteps", "256", "--no-git",
     )  # fmt: skip
     assert result.returncode == 0, result.stdout + result.stderr
     assert "6 envs on 2 game instance(s)" in result.stdout
@@ -64,20 +77,13 @@ def test_a_game_that_ignores_speedup_gets_a_warning(
     tmp_path: Path, port_block: Callable[[int], int]
 ) -> None:
     # 60 ticks/s of its own where --speedup 20 asks for 1,200: a godot3-branch game.
-    game = _godot_style(tmp_path, "--tick_rate=60")
-    result = lander(
-        tmp_path, "train", "slow", "--game-bin", str(game), "--n-parallel", "1",
-        "--agents-per-instance", "2", "--timesteps", "64", "--n-steps", "16",
-        "--speedup", "20", "--action-repeat", "2", "--port", str(port_block(1)), "--no-git",
-    )  # fmt: skip
+    game = godot_style(tmp_path, "--tick_rate=60")
+    slow_flags = ("--speedup", "20", "--action-repeat", "2", "--n-steps", "16", "--no-git")
+    result = train_briefly(tmp_path, "slow", game, port_block(1), *slow_flags)
     assert result.returncode == 0, result.stdout + result.stderr
     warning = "far below 60 x --speedup = 1,200"
     assert warning in result.stdout
     assert warning in RunPaths(tmp_path, "slow").train_log.read_text()
-    fast = _godot_style(tmp_path)  # answers at once: no warning
-    quick = lander(
-        tmp_path, "train", "quick", "--game-bin", str(fast), "--n-parallel", "1",
-        "--agents-per-instance", "2", "--timesteps", "64", "--n-steps", "16",
-        "--speedup", "20", "--action-repeat", "2", "--port", str(port_block(1)), "--no-git",
-    )  # fmt: skip
+    fast = godot_style(tmp_path)  # answers at once: no warning
+    quick = train_briefly(tmp_path, "quick", fast, port_block(1), *slow_flags)
     assert quick.returncode == 0 and "far below" not in quick.stdout
