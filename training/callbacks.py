@@ -7,6 +7,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -25,7 +26,9 @@ from stable_baselines3.common.vec_env import VecNormalize
 
 from game_bridge.vec_env import GameVecEnv
 from training.checkpoints import checkpoint_name, rotate_checkpoints, save_checkpoint
+from training.errors import ExportError
 from training.policy_tweaks import action_std
+from training.run_record import write_json_atomic
 
 
 def mean_episode_reward(model: BaseAlgorithm) -> float | None:
@@ -297,3 +300,52 @@ class UpdateThreads(BaseCallback):
 
     def _on_step(self) -> bool:
         return True
+
+
+class PublishBot(BaseCallback):
+    """Publishes the policy being trained as a bot JSON every ``every`` steps, atomically
+    (temporary file, fsync, rename: a reader sees the old bot or the new one, never half),
+    for a page that flies it live (``lander play --web``). Only the latest is kept.
+
+    :param build: makes the bot document of the model as it is now.
+    :param path: where the bot goes (``.lander/live/RUN.json``).
+    :param log: says once why publishing stopped, if it had to.
+    """
+
+    def __init__(
+        self,
+        every: int,
+        path: Path,
+        build: Callable[[], dict[str, Any]],
+        log: Callable[[str], None],
+    ) -> None:
+        super().__init__()
+        self.every = every
+        self.path = path
+        self.build = build
+        self.log = log
+        self._next: int | None = None
+        self.published = 0
+
+    def _on_step(self) -> bool:
+        if self._next is None:
+            self._next = (self.num_timesteps // self.every + 1) * self.every
+        if self.num_timesteps >= self._next:
+            self._next = (self.num_timesteps // self.every + 1) * self.every
+            self.publish()
+        return True
+
+    def _on_training_end(self) -> None:
+        self.publish()  # the last policy of the session too
+
+    def publish(self) -> None:
+        """Write the current bot now; a bot that cannot be built stops publishing."""
+        if self.every <= 0:
+            return
+        try:
+            write_json_atomic(self.path, self.build())
+        except (ExportError, OSError) as exc:
+            self.every = 0
+            self.log(f"live bot not published: {exc}")
+            return
+        self.published += 1

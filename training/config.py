@@ -180,6 +180,11 @@ class TrainConfig:
     push_every: int = setting(
         0, help="Checkpoints between mid-run commits and pushes (0: only at the end).", low=0
     )
+    publish_every: int = setting(
+        20_000,
+        help="Steps between publishing the current bot for the live page (lander play --web; 0: never).",
+        low=0,
+    )
 
     @property
     def num_envs(self) -> int:

@@ -268,7 +268,11 @@ def build_bot_spec(
 ) -> dict[str, Any]:
     """The bot JSON document for ``model`` (see docs/bot-format.md); with the game's
     ``layout``, the action lists the game's keys, so a player in the engine can build
-    the action dict the game expects."""
+    the action dict the game expects.
+
+    :raises ExportError: a policy lander cannot export.
+    """
+    _check_exportable(model)
     keys = _observation_keys(model)
     observation: dict[str, Any] = {
         "size": sum(_input_widths(model)),

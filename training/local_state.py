@@ -63,6 +63,12 @@ def local_evaluations_path(root: Path) -> Path:
     return local_dir(root) / LOCAL_EVALUATIONS_NAME
 
 
+def live_bot_path(root: Path, run: str) -> Path:
+    """Where a training run publishes its current bot for the live page (``lander play
+    --web``): replaced in place, never kept beyond the latest, never committed."""
+    return local_dir(root) / "live" / f"{run}.json"
+
+
 def read_local(root: Path, name: str) -> dict[str, Any]:
     """A small JSON setting of this checkout (``{}`` when missing or unreadable)."""
     try:

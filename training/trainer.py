@@ -35,6 +35,7 @@ from game_bridge.vec_env import GameVecEnv
 from training.callbacks import (
     GameHealth,
     ProgressReport,
+    PublishBot,
     RotatingCheckpoints,
     StopFlag,
     UpdateThreads,
@@ -59,7 +60,7 @@ from training.environments import game_env_of, make_vec_env, wrap_normalization
 from training.eval_callback import PeriodicEvaluation
 from training.eval_records import owns_run
 from training.evaluation import EvalResult, LanderSettings
-from training.local_state import checkout_id
+from training.local_state import checkout_id, live_bot_path
 from training.policy_tweaks import reset_action_std
 from training.run_paths import RunPaths
 from training.run_record import RunRecord, now_iso, placement_summary
@@ -389,6 +390,7 @@ def train(
         console.print(f"[yellow]{line}[/]")
 
     health = GameHealth(game_env, log, restarted, warn)
+    publishing = _live_publisher(plan, request, model, normalizer, record, log)
     checkpoints = RotatingCheckpoints(
         paths.checkpoints, config.checkpoint_every, config.keep_checkpoints, normalizer, saved
     )
@@ -403,6 +405,7 @@ def train(
                     progress,
                     health,
                     checkpoints,
+                    publishing,
                     *evaluations,
                     *(extra_callbacks or []),
                 ],
@@ -507,6 +510,28 @@ def _start_record(plan: TrainPlan, request: TrainRequest, model: PPO) -> RunReco
         }
     )
     return record
+
+
+def _live_publisher(
+    plan: TrainPlan,
+    request: TrainRequest,
+    model: PPO,
+    normalizer: VecNormalize | None,
+    record: RunRecord,
+    log: Callable[[str], None],
+) -> PublishBot:
+    """Publishes the policy as it trains, for the live page (``--publish-every``)."""
+    from training.bots import trained_with
+    from training.export import OnnxLayout, build_bot_spec
+
+    def build() -> dict[str, Any]:
+        layout = OnnxLayout.of_game(record.extra.get("game_layout"))
+        return build_bot_spec(
+            model, normalizer, plan.paths.run, request.git_commit, trained_with(plan.config), layout
+        )
+
+    path = live_bot_path(plan.paths.root, plan.paths.run)
+    return PublishBot(plan.config.publish_every, path, build, log)
 
 
 def _note_layout(record: RunRecord, game_env: GameVecEnv | None) -> None:
