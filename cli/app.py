@@ -178,8 +178,26 @@ def play(
         Path | None, typer.Option(help="Fly in this game over the protocol (the Godot lander).")
     ] = None,
     port: Annotated[int, typer.Option(help="TCP port of the game with --game-bin.")] = DEFAULT_PORT,
+    web: Annotated[
+        bool,
+        typer.Option(
+            "--web",
+            help="Serve a page where the bot flies after your cursor (BOT may be a RUN: its "
+            "live bot while it trains, swapped without a reload).",
+        ),
+    ] = False,
+    host: Annotated[
+        str, typer.Option(help="With --web: the address to serve on (0.0.0.0 for the LAN).")
+    ] = "127.0.0.1",
+    web_port: Annotated[int, typer.Option(help="With --web: the page's port.")] = 6010,
 ) -> None:
-    """Watch a bot fly the bundled game (or --game-bin) in the terminal, without torch; record it."""
+    """Watch a bot fly the bundled game (or --game-bin) in the terminal, without torch; record
+    it; or, with --web, in a browser after your cursor."""
+    if web:
+        from cli.bot_flow import serve_web_page
+
+        serve_web_page(project_root(), str(bot), host, web_port)
+        return
     from cli.bot_flow import play_and_report
 
     play_and_report(bot, record, agents, seconds, seed, speed, game_bin, port)

@@ -213,3 +213,30 @@ def play_and_report(
             trace, record, title=title, steps_per_second=60 / settings.action_repeat
         )
         console.print(f"recorded {picture}")
+
+
+def serve_web_page(root: Path, target: str, host: str, port: int) -> None:
+    """``lander play --web``: serve the page until Ctrl-C."""
+    import time
+
+    from cli.web_page import serve_page
+
+    as_file = Path(target)
+    if as_file.suffix != ".json" and not as_file.is_file():
+        try:
+            RunPaths(root, target)
+        except InvalidRunName as exc:
+            fail(str(exc))
+    elif not as_file.is_file():
+        fail(f"bot file {target!r} does not exist")
+    try:
+        server = serve_page(root, target, host, port)
+    except OSError as exc:
+        fail(f"cannot serve on {host}:{port}: {exc.strerror or exc}")
+    shown = "127.0.0.1" if host in ("0.0.0.0", "") else host
+    console.print(f"the bot flies after your cursor at http://{shown}:{port}/  (Ctrl-C to stop)")
+    try:
+        while True:
+            time.sleep(3600)
+    except KeyboardInterrupt:
+        server.shutdown()

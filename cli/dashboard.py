@@ -72,6 +72,15 @@ def port_is_free(host: str, port: int) -> bool:
     return True
 
 
+def free_port(host: str, start: int, avoid: int | None = None) -> int | None:
+    """The first free port from ``start`` on (within the ports a dashboard tries), not
+    ``avoid`` (a port chosen for a server not started yet); None when all are taken."""
+    for candidate in range(start, start + PORTS_TO_TRY):
+        if candidate != avoid and port_is_free(host, candidate):
+            return candidate
+    return None
+
+
 def lan_address() -> str:
     """This machine's LAN address for the dashboard URL (no packet is sent to find it)."""
     try:

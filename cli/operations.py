@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 
 from cli.console import console, fail, how
-from cli.dashboard import DashboardError, choose_dashboard
+from cli.dashboard import DashboardError, choose_dashboard, dashboard_url, free_port
 from cli.git_sync import keep_out_of_git, let_into_git, run_paths_to_stage
 from cli.publishing import in_git, publish_files
 from cli.tmux_sessions import (
@@ -26,6 +26,7 @@ from cli.tmux_sessions import (
     window_alive,
 )
 from cli.trainer_lock import holder
+from cli.web_page import DEFAULT_WEB_PORT
 from training.run_paths import RunPaths, unknown_run
 from training.run_record import RunRecord, load_runs
 
@@ -65,9 +66,21 @@ def start_in_tmux(
         dashboard = choose_dashboard(root, tb_host, tb_port)
     except DashboardError as exc:
         fail(str(exc))
+    # One run, one live page: the bot it publishes, flying after the cursor (a sweep or a
+    # curriculum trains several runs: no page).
+    page_port = (
+        free_port(dashboard.host, DEFAULT_WEB_PORT, avoid=dashboard.port)
+        if command_args is None
+        else None
+    )
+    page_args = (
+        ["play", "--web", run, "--host", dashboard.host, "--web-port", str(page_port)]
+        if page_port is not None
+        else None
+    )
     try:
         command = command_args if command_args is not None else ["train", run, *train_args]
-        create_run_session(run, root, command, _session_environment(root))
+        create_run_session(run, root, command, _session_environment(root), page_args)
         if dashboard.command is not None:
             start_dashboard(dashboard.port, root, dashboard.command, _session_environment(root))
     except TmuxError as exc:
@@ -76,6 +89,11 @@ def start_in_tmux(
         f"started run {run} in tmux session {session_name(run)} (window train: pull, train, export, push)"
     )
     console.print(f"dashboard: {dashboard.url}  ({dashboard.note})")
+    if page_port is not None:
+        console.print(
+            f"live page: {dashboard_url(dashboard.host, page_port)}  (the bot follows your cursor; "
+            "the newest published bot flies)"
+        )
     console.print(
         f"attach: {how(f'attach {run}')}   (detach again with Ctrl-b d)   stop: {how(f'stop {run}')}"
     )

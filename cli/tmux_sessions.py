@@ -21,6 +21,8 @@ from libtmux.exc import LibTmuxException
 SESSION_PREFIX = "lander-"
 DASHBOARD_PREFIX = SESSION_PREFIX + "dashboard-"
 TRAIN_WINDOW = "train"
+PAGE_WINDOW = "page"
+"""The window of a run's session that serves its live page (``lander play --web RUN``)."""
 DASHBOARD_WINDOW = "dashboard"
 WINDOW_SIZE = (220, 50)
 """Columns and rows of a detached window: wide enough for the progress line, which
@@ -88,10 +90,15 @@ def _new_session(name: str, window: str, root: Path) -> libtmux.Session:
 
 
 def create_run_session(
-    run: str, root: Path, command_args: list[str], environment: dict[str, str]
+    run: str,
+    root: Path,
+    command_args: list[str],
+    environment: dict[str, str],
+    page_args: list[str] | None = None,
 ) -> libtmux.Session:
     """Create the detached session: a ``train`` window running ``lander <command_args>``
-    (``train RUN ...``, a sweep or a curriculum).
+    (``train RUN ...``, a sweep or a curriculum), and with ``page_args`` a ``page``
+    window serving the live page (``lander <page_args>``), which ends with the session.
 
     :raises TmuxError: when tmux cannot create it.
     """
@@ -100,6 +107,12 @@ def create_run_session(
         train_window = _window(session, TRAIN_WINDOW)
         assert train_window is not None
         _run_in_window(train_window, lander_command(*command_args), environment)
+        if page_args is not None:
+            page_window = session.new_window(
+                window_name=PAGE_WINDOW, start_directory=str(root), attach=False,
+                window_shell="cat",
+            )  # fmt: skip
+            _run_in_window(page_window, lander_command(*page_args), environment)
     except (LibTmuxException, OSError) as exc:
         raise TmuxError(f"tmux could not create the session: {exc}") from None
     return session

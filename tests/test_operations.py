@@ -3,6 +3,7 @@ bare remote in a temporary folder, a second clone, TensorBoard on loopback."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -63,19 +64,36 @@ def test_start_stop_push_and_a_second_clone_gets_every_result(
     game_port = str(find_free_port_block(2))
     started = lander(
         work, "start", "r1", "--timesteps", "10000000", "--port", game_port, *SMALL,
-        "--tb-host", "127.0.0.1", "--tb-port", str(tb_port), socket=tmux_socket,
+        "--publish-every", "1024", "--tb-host", "127.0.0.1", "--tb-port", str(tb_port),
+        socket=tmux_socket,
     )  # fmt: skip
     assert started.returncode == 0, started.stdout + started.stderr
     assert f"http://127.0.0.1:{tb_port}/" in started.stdout and "lander attach r1" in started.stdout
+    page = started.stdout.split("live page: ")[1].split()[0]
     tmux = libtmux.Server(socket_name=tmux_socket)
     session = tmux.sessions.get(session_name="lander-r1")
-    assert [w.window_name for w in session.windows] == ["train"]
+    assert [w.window_name for w in session.windows] == ["train", "page"]
     assert int(session.windows[0].window_width or 0) >= 200, "the progress line fits"
     dashboard = tmux.sessions.get(session_name=f"lander-dashboard-{tb_port}")
     assert [w.window_name for w in dashboard.windows] == ["dashboard"]
     wait_until(lambda: http_ok(f"http://127.0.0.1:{tb_port}/"), 90, "TensorBoard to answer")
     log = work / "logs" / "r1" / "train.log"
     wait_until(lambda: log.exists() and "steps=" in log.read_text(), 90, "the first rollout")
+    # The live page serves the bot the run publishes as it trains, and the next one.
+    assert http_ok(page) and http_ok(page + "page.js")
+    published: list[int] = []
+
+    def bot_published() -> bool:
+        try:
+            with urllib.request.urlopen(page + "bot", timeout=5) as response:
+                spec = json.loads(response.read())
+        except (OSError, ValueError):
+            return False
+        if spec["run"] == "r1" and spec["timesteps"] not in published:
+            published.append(spec["timesteps"])
+        return len(published) >= 2
+
+    wait_until(bot_published, 120, "two bots published while r1 trains")
 
     again = lander(work, "start", "r1", socket=tmux_socket)
     assert again.returncode == 0 and "is running" in again.stdout
@@ -91,6 +109,7 @@ def test_start_stop_push_and_a_second_clone_gets_every_result(
     assert tmux.sessions.get(session_name="lander-r1", default=None) is None, (
         "an ended run's session goes"
     )
+    wait_until(lambda: not http_ok(page), 10, "the live page to end with the run's session")
     assert http_ok(f"http://127.0.0.1:{tb_port}/"), "the dashboard outlives the run's session"
     again_stopped = lander(work, "stop", "r1", socket=tmux_socket)
     assert (

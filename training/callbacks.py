@@ -328,6 +328,8 @@ class PublishBot(BaseCallback):
         self.published = 0
 
     def _on_step(self) -> bool:
+        if self.every <= 0:
+            return True  # publishing is off (--publish-every 0), or stopped
         if self._next is None:
             self._next = (self.num_timesteps // self.every + 1) * self.every
         if self.num_timesteps >= self._next:

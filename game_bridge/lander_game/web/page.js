@@ -1,0 +1,130 @@
+// The page: landers in the browser's physics, flown by the bot, following the cursor.
+// The bot is fetched from ./bot and fetched again every second: a new version (its
+// run, steps or export time) replaces the flying one without a reload; a file that is
+// not a valid bot shows an error and the previous bot keeps flying. The state is
+// exposed as window.lander for tests.
+"use strict";
+
+(function () {
+  const params = new URLSearchParams(location.search);
+  const speed = Number(params.get("speed") || 1);        // game seconds per wall second
+  const agents = Number(params.get("agents") || 3);
+  const canvas = document.getElementById("arena");
+  const context = canvas.getContext("2d");
+  const scale = canvas.width / LANDER.WIDTH;               // pixels per metre
+  let cursor = { x: LANDER.WIDTH / 2, y: LANDER.HEIGHT / 2 };
+  const world = new LanderWorld(agents, { newTarget: () => ({ x: cursor.x, y: cursor.y }) });
+  let bot = null, botKey = "", source = "server";
+  const returns = new Array(agents).fill(0), finished = [];
+  const state = window.lander = {
+    botVersion: 0, botRun: null, botSteps: null, error: "", steps: 0, landers: [], target: cursor,
+    score: null,
+  };
+
+  function show(id, text) { document.getElementById(id).textContent = text; }
+
+  function setError(message) { state.error = message; show("error", message); }
+
+  function useBot(spec, key) {
+    const fresh = new Bot(spec);                      // throws BotError on a bad file
+    bot = fresh; botKey = key;
+    state.botVersion += 1; state.botRun = fresh.run; state.botSteps = fresh.timesteps;
+    show("run", fresh.run || "(unnamed)");
+    show("steps", fresh.timesteps.toLocaleString("en"));
+    setError("");
+  }
+
+  async function poll() {
+    if (source !== "server") return;
+    try {
+      const response = await fetch("bot", { cache: "no-store" });
+      if (!response.ok) throw new Error(`the server has no bot yet (${response.status})`);
+      const text = await response.text();
+      let spec;
+      try { spec = JSON.parse(text); } catch (error) { throw new Error(`the bot file is not JSON: ${error.message}`); }
+      const key = `${spec.run}|${spec.timesteps}|${spec.exported_at}`;
+      if (key !== botKey) useBot(spec, key);
+    } catch (error) {
+      setError(`${error.message}${bot ? " (still flying the previous bot)" : ""}`);
+    }
+  }
+
+  function loadFile(file) {
+    file.text().then((text) => {
+      try {
+        const spec = JSON.parse(text);
+        useBot(spec, `file:${file.name}:${spec.timesteps}`);
+        source = "file";
+      } catch (error) {
+        setError(`${file.name}: ${error.message}${bot ? " (still flying the previous bot)" : ""}`);
+      }
+    });
+  }
+
+  function metres(event) {
+    const box = canvas.getBoundingClientRect();
+    const x = (event.clientX - box.left) / box.width * LANDER.WIDTH;
+    const y = LANDER.HEIGHT - (event.clientY - box.top) / box.height * LANDER.HEIGHT;
+    return { x: Math.min(Math.max(x, 1.0), LANDER.WIDTH - 1.0), y: Math.min(Math.max(y, 1.0), LANDER.HEIGHT - 1.0) };
+  }
+
+  canvas.addEventListener("pointermove", (event) => { cursor = metres(event); });
+  canvas.addEventListener("pointerdown", (event) => { cursor = metres(event); });
+  document.getElementById("file").addEventListener("change", (event) => {
+    if (event.target.files.length) loadFile(event.target.files[0]);
+  });
+  document.addEventListener("dragover", (event) => event.preventDefault());
+  document.addEventListener("drop", (event) => {
+    event.preventDefault();
+    if (event.dataTransfer.files.length) loadFile(event.dataTransfer.files[0]);
+  });
+
+  function stepWorld() {
+    for (let i = 0; i < agents; i++) {
+      const agent = world.agents[i];
+      agent.tx = cursor.x; agent.ty = cursor.y;       // the target is the cursor
+      if (!bot) continue;
+      const result = world.step(i, bot.act(world.observe(i)));
+      returns[i] += result.reward;
+      if (result.terminated || result.truncated) {
+        finished.push(returns[i]);
+        if (finished.length > 20) finished.shift();
+        returns[i] = 0;
+        world.resetAgent(i);
+      }
+    }
+    state.steps += 1;
+    state.target = { x: cursor.x, y: cursor.y };
+    state.landers = world.agents.map((a) => ({ x: a.px, y: a.py }));
+    if (finished.length) {
+      state.score = finished.reduce((a, b) => a + b, 0) / finished.length;
+      show("score", `${state.score.toFixed(1)} (mean of the last ${finished.length} episodes)`);
+    }
+  }
+
+  function draw() {
+    context.fillStyle = "#161b22";
+    context.fillRect(0, 0, canvas.width, canvas.height);
+    const px = (x) => x * scale, py = (y) => canvas.height - y * scale;
+    context.strokeStyle = "#7ee787"; context.lineWidth = 2;
+    context.beginPath(); context.arc(px(cursor.x), py(cursor.y), LANDER.SUCCESS_RADIUS * scale, 0, 2 * Math.PI); context.stroke();
+    world.agents.forEach((a, i) => {
+      context.fillStyle = ["#79c0ff", "#d2a8ff", "#ffa657", "#f778ba"][i % 4];
+      context.beginPath(); context.arc(px(a.px), py(a.py), LANDER.HULL * scale, 0, 2 * Math.PI); context.fill();
+    });
+  }
+
+  // Game time runs at 60 ticks per second x speed; a step is actionRepeat ticks.
+  const stepSeconds = world.actionRepeat / LANDER.TICKS_PER_SECOND / speed;
+  let last = performance.now(), owed = 0;
+  function frame(now) {
+    owed = Math.min(owed + (now - last) / 1000, 1.0);
+    last = now;
+    while (owed >= stepSeconds) { stepWorld(); owed -= stepSeconds; }
+    draw();
+    requestAnimationFrame(frame);
+  }
+  poll();
+  setInterval(poll, 1000);
+  requestAnimationFrame(frame);
+})();

@@ -1,0 +1,211 @@
+"""The live page in a real browser: Debian's chromium, headless, driven by Playwright
+through its executable path. The page's physics and bot runner are checked against the
+Python ones, then the bot flies after a synthetic cursor and is swapped live."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from game_bridge.bot_runner import BotRunner
+from game_bridge.lander_game.physics import LanderPhysics
+from tests.conftest import GIT_IDENTITY, find_free_port_block, wait_until
+from tests.test_operations import LANDER, lander
+from training.local_state import live_bot_path
+from training.run_record import write_bytes_atomic, write_json_atomic
+
+sync_api = pytest.importorskip("playwright.sync_api", reason="Playwright is not installed")
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+pytestmark = pytest.mark.skipif(
+    not Path(CHROMIUM).exists(), reason="no chromium (apt-get install chromium)"
+)
+CHROMIUM_FLAGS = [
+    "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+    "--disable-background-networking", "--disable-component-update", "--disable-sync",
+]  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    with sync_api.sync_playwright() as playwright:
+        launched = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_FLAGS)
+        yield launched
+        launched.close()
+
+
+@pytest.fixture(scope="module")
+def home(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A checkout with a trained run, ``web``, whose bot flies well enough to follow a cursor."""
+    folder = tmp_path_factory.mktemp("web")
+    trained = lander(
+        folder, "train", "web", "--in-process", "--timesteps", "120000", "--no-git",
+        "--publish-every", "0",
+    )  # fmt: skip
+    assert trained.returncode == 0, trained.stdout + trained.stderr
+    return folder
+
+
+@pytest.fixture(scope="module")
+def page_url(home: Path) -> Iterator[str]:
+    """``lander play --web web`` serving the page on loopback."""
+    port = find_free_port_block(1)
+    env = {**os.environ, **GIT_IDENTITY, "LANDER_HOME": str(home)}
+    server = subprocess.Popen(
+        [str(LANDER), "play", "--web", "web", "--web-port", str(port)], env=env,
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, stdin=subprocess.DEVNULL,
+    )  # fmt: skip
+
+    def listening() -> bool:
+        with socket.socket() as probe:
+            return probe.connect_ex(("127.0.0.1", port)) == 0
+
+    try:
+        wait_until(listening, 60, "the page's server")
+        yield f"http://127.0.0.1:{port}/"
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
+
+
+def _trajectory(steps: int = 420) -> dict[str, Any]:
+    """Python physics with random actions (some beyond [-1, 1]): what the page must replay."""
+    physics = LanderPhysics(3, seed=11)
+    rng = np.random.default_rng(3)
+
+    def state() -> list[list[float]]:
+        return [
+            [*physics.pos[i], *physics.vel[i], *physics.target[i], float(physics.target_timer[i]),
+             float(physics.ticks[i])]
+            for i in range(3)
+        ]  # fmt: skip
+
+    record: dict[str, Any] = {"initial": state(), "steps": []}
+    for _ in range(steps):
+        # Agent 0 flails (beyond [-1, 1] too) and crashes; the others hover and live on
+        # to the time limit.
+        actions = np.vstack([rng.uniform(-1.3, 1.3, (1, 2)), rng.uniform(-0.2, 0.2, (2, 2))])
+        result = physics.step(actions)
+        entry = {
+            "actions": actions.tolist(), "obs": result.obs.tolist(),
+            "reward": result.reward.tolist(), "terminated": result.terminated.tolist(),
+            "truncated": result.truncated.tolist(), "targets": physics.target.tolist(),
+        }  # fmt: skip
+        done = result.terminated | result.truncated
+        if done.any():
+            physics.reset_agents(done)
+            entry["resets"] = {str(i): state()[i] for i in np.flatnonzero(done)}
+        record["steps"].append(entry)
+    return record
+
+
+REPLAY = """(record) => {
+  const targets = [];
+  const world = new LanderWorld(3, { newTarget: (i) => targets[i] || { x: 10, y: 7 } });
+  const load = (i, s) => Object.assign(world.agents[i],
+    { px: s[0], py: s[1], vx: s[2], vy: s[3], tx: s[4], ty: s[5], timer: s[6], ticks: s[7] });
+  record.initial.forEach((s, i) => load(i, s));
+  return record.steps.map((entry) => {
+    entry.targets.forEach((t, i) => { targets[i] = { x: t[0], y: t[1] }; });
+    const out = entry.actions.map((action, i) => world.step(i, action));
+    Object.entries(entry.resets || {}).forEach(([i, s]) => load(Number(i), s));
+    return out;
+  });
+}"""
+
+
+def test_the_pages_physics_and_bot_are_the_pythons(browser: Any, page_url: str, home: Path) -> None:
+    page = browser.new_page()
+    page.goto(page_url)
+    record = _trajectory()
+    replayed = page.evaluate(REPLAY, record)
+    worst = 0.0
+    crashes = truncations = 0
+    for entry, steps in zip(record["steps"], replayed, strict=True):
+        for i, step in enumerate(steps):
+            worst = max(worst, float(np.max(np.abs(np.array(step["obs"]) - entry["obs"][i]))))
+            worst = max(worst, abs(step["reward"] - entry["reward"][i]))
+            assert step["terminated"] == entry["terminated"][i]
+            assert step["truncated"] == entry["truncated"][i]
+            crashes += entry["terminated"][i]
+            truncations += entry["truncated"][i]
+    assert worst <= 1e-5 and crashes > 0 and truncations > 0
+    bot_path = home / "bots" / "web.json"
+    observations = np.random.default_rng(0).uniform(-1, 1, (500, 7))
+    in_page = page.evaluate(
+        "([spec, obs]) => { const bot = new Bot(spec); return obs.map((o) => bot.act(o)); }",
+        [json.loads(bot_path.read_text()), observations.tolist()],
+    )
+    assert np.abs(np.array(in_page) - BotRunner.from_file(bot_path).act(observations)).max() <= 1e-5
+    page.close()
+
+
+def _canvas_point(page: Any, x_m: float, y_m: float) -> tuple[float, float]:
+    box = page.locator("#arena").bounding_box()
+    return box["x"] + x_m / 20.0 * box["width"], box["y"] + (1 - y_m / 15.0) * box["height"]
+
+
+def _distances(page: Any) -> list[float]:
+    state = page.evaluate("window.lander")
+    target = state["target"]
+    return [float(np.hypot(p["x"] - target["x"], p["y"] - target["y"])) for p in state["landers"]]
+
+
+def test_the_bot_follows_the_cursor_and_is_swapped_live(
+    browser: Any, page_url: str, home: Path, tmp_path: Path
+) -> None:
+    page = browser.new_page(viewport={"width": 900, "height": 700})
+    page.goto(page_url + "?speed=8&agents=3")
+    wait_until(lambda: page.evaluate("window.lander.botVersion") >= 1, 10, "the bot to load")
+    first = page.evaluate("window.lander")
+    assert first["botRun"] == "web" and first["botSteps"] > 100000 and first["error"] == ""
+    page.mouse.move(*_canvas_point(page, 6.0, 9.0))
+    wait_until(
+        lambda: _distances(page) and max(_distances(page)) < 1.5, 15, "every lander near the cursor"
+    )
+    target = page.evaluate("window.lander.target")
+    assert abs(target["x"] - 6.0) < 0.1 and abs(target["y"] - 9.0) < 0.1
+    page.mouse.move(*_canvas_point(page, 14.0, 5.0))  # moving the cursor moves the target
+    wait_until(
+        lambda: abs(page.evaluate("window.lander.target")["x"] - 14.0) < 0.1,
+        5,
+        "the target to move",
+    )
+    wait_until(lambda: max(_distances(page)) < 1.5, 15, "the landers to follow")
+    screenshot = tmp_path / "page.png"
+    page.screenshot(path=str(screenshot))
+    shutil.copy(
+        screenshot, Path(os.environ.get("LANDER_TEST_ARTIFACTS", tmp_path)) / "web-page.png"
+    )
+    assert screenshot.stat().st_size > 5000
+
+    # A bot published mid-run is flown within 5 s, without a reload.
+    live = live_bot_path(home, "web")
+    spec = json.loads((home / "bots" / "web.json").read_text())
+    spec["timesteps"] = first["botSteps"] + 4096
+    write_json_atomic(live, spec)
+    started = time.monotonic()
+    wait_until(
+        lambda: page.evaluate("window.lander.botSteps") == spec["timesteps"], 5, "the new bot"
+    )
+    assert time.monotonic() - started < 5.0
+    version = page.evaluate("window.lander.botVersion")
+
+    # A malformed bot: an error on the page, and the previous bot keeps flying.
+    write_bytes_atomic(live, b'{"format": "lander-bot", "version": 1, "layers": [')
+    wait_until(lambda: "not JSON" in page.evaluate("window.lander.error"), 5, "the error shown")
+    assert "still flying the previous bot" in page.locator("#error").inner_text()
+    before = page.evaluate("window.lander.steps")
+    wait_until(lambda: page.evaluate("window.lander.steps") > before + 20, 5, "the game to go on")
+    assert page.evaluate("window.lander.botVersion") == version
+    assert page.evaluate("window.lander.botSteps") == spec["timesteps"]
+    page.close()
