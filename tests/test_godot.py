@@ -7,6 +7,7 @@ import json
 import os
 import shutil
 import subprocess
+import threading
 from collections.abc import Callable
 from pathlib import Path
 
@@ -17,8 +18,8 @@ from PIL import Image
 from game_bridge.bot_runner import BotRunner
 from game_bridge.launcher import LaunchConfig
 from game_bridge.vec_env import GameVecEnv
-from tests.conftest import REPO_ROOT
-from training.run_record import RunRecord
+from tests.conftest import REPO_ROOT, wait_until
+from training.run_record import RunRecord, write_json_atomic
 
 GODOT_GAME = REPO_ROOT / "examples" / "godot_lander" / "lander.x86_64"
 LANDER = REPO_ROOT / ".venv" / "bin" / "lander"
@@ -126,3 +127,24 @@ def test_godot_game_trains_end_to_end_exports_a_bot_and_resumes(
     bot = BotRunner.from_file(tmp_path / "bots" / "godot.json")
     assert np.abs(bot.act(observations) - actions).max() <= 1e-4
     assert len({tuple(row["obs"]) for row in rows}) > 150, "the landers move under the bot"
+    # A newer bot written to the same file (a run publishing as it trains) is swapped in.
+    live = tmp_path / "live.json"
+    shutil.copy(tmp_path / "bots" / "godot.json", live)
+    game = subprocess.Popen(
+        [str(GODOT_GAME), f"--bot={live}", "--bot_steps=1000000", "--speedup=20", "--agents=2"],
+        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+    )  # fmt: skip
+    said: list[str] = []
+    assert game.stdout is not None
+    threading.Thread(
+        target=lambda: said.extend(iter(game.stdout.readline, "")), daemon=True
+    ).start()
+    try:
+        wait_until(lambda: any("(6144 steps" in line for line in said), 60, "the first bot")
+        newer = json.loads(live.read_text())
+        newer["timesteps"] = 8192
+        write_json_atomic(live, newer)
+        wait_until(lambda: any("(8192 steps" in line for line in said), 30, "the newer bot")
+    finally:
+        game.kill()
+        game.wait()

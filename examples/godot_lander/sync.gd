@@ -20,9 +20,12 @@ var connected = false
 # Bot mode (--bot=PATH): the game flies an exported bot itself, no trainer; each step's
 # observation and action go to --bot_trace=PATH (JSON lines) for --bot_steps steps.
 var bot = null
+var bot_path = ""
+var bot_text_hash = 0
 var bot_trace = null
 var bot_steps_left = 0
 var bot_step = 0
+const BOT_CHECK_STEPS = 30  # how often bot mode looks for a newer bot in its file
 
 
 func _args() -> Dictionary:
@@ -69,10 +72,37 @@ func _ready() -> void:
 	connected = true
 
 
-func _start_bot(args: Dictionary) -> void:
-	bot = load("res://bot_player.gd").new()
+func _read_text(path: String) -> String:
+	var file = File.new()
+	if file.open(path, File.READ) != OK:
+		return ""
+	var text = file.get_as_text()
+	file.close()
+	return text
+
+
+func _load_newer_bot() -> bool:
+	# The bot in bot_path when it changed (a run publishing its newest bot there): swapped
+	# in while the landers fly; a file that is not a valid bot leaves the current one flying.
+	var text = _read_text(bot_path)
+	if text == "" or text.hash() == bot_text_hash:
+		return false
+	var fresh = load("res://bot_player.gd").new()
+	if not fresh.load_bot(bot_path):
+		bot_text_hash = text.hash()  # said once; the current bot keeps flying
+		return false
+	if bot != null:
+		bot.queue_free()
+	bot = fresh
 	add_child(bot)
-	if not bot.load_bot(args["bot"]):
+	bot_text_hash = text.hash()
+	print("flying bot %s (%d steps of training)" % [bot.run, bot.timesteps])
+	return true
+
+
+func _start_bot(args: Dictionary) -> void:
+	bot_path = args["bot"]
+	if not _load_newer_bot():
 		get_tree().quit(1)
 		return
 	bot_steps_left = int(args.get("bot_steps", "600"))
@@ -82,11 +112,12 @@ func _start_bot(args: Dictionary) -> void:
 			push_error("cannot write %s" % args["bot_trace"])
 			get_tree().quit(1)
 			return
-	print("flying bot %s (%d steps of training)" % [bot.run, bot.timesteps])
 
 
 func _bot_step() -> void:
 	# One step of the bot: act on every agent's observation, as the trainer would.
+	if bot_step % BOT_CHECK_STEPS == 0 and bot_step > 0:
+		_load_newer_bot()
 	for i in range(n_agents):
 		var obs = game.observe(i)
 		var action = bot.act({"obs": obs})
