@@ -208,4 +208,11 @@ def test_the_bot_follows_the_cursor_and_is_swapped_live(
     wait_until(lambda: page.evaluate("window.lander.steps") > before + 20, 5, "the game to go on")
     assert page.evaluate("window.lander.botVersion") == version
     assert page.evaluate("window.lander.botSteps") == spec["timesteps"]
+
+    # Another bot file chosen on the page flies instead.
+    chosen = tmp_path / "other.json"
+    chosen.write_text(json.dumps({**spec, "run": "chosen", "timesteps": 1}))
+    page.set_input_files("#file", str(chosen))
+    wait_until(lambda: page.evaluate("window.lander.botRun") == "chosen", 5, "the chosen bot")
+    assert page.locator("#run").inner_text() == "chosen"
     page.close()
