@@ -9,3 +9,4 @@ no gymnasium, so a game process starts without it.
 from __future__ import annotations
 
 LANDER_ENV_ID = "Lander-v0"
+STROKE_ENV_ID = "Stroke-v0"

@@ -1,0 +1,46 @@
+"""The stroke world as a single-agent gymnasium environment, ``Stroke-v0``: the
+in-process reference of the stroke game, as ``Lander-v0`` is of the lander."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+from gymnasium import spaces
+
+from game_bridge import STROKE_ENV_ID
+from game_bridge.stroke_game.world import ACTION_SIZE, OBS_SIZE, StrokeWorld
+
+
+class StrokeEnv(gym.Env[np.ndarray, np.ndarray]):
+    """One pen to correct, stroke after stroke.
+
+    :param reward_mode: ``step`` (minus the distance each step) or ``delayed`` (the whole
+        stroke's score at its end).
+    """
+
+    metadata: dict[str, Any] = {"render_modes": []}  # noqa: RUF012 (gymnasium's own convention)
+
+    def __init__(self, reward_mode: str = "step") -> None:
+        self.observation_space = spaces.Box(-1.0, 1.0, (OBS_SIZE,), np.float32)
+        self.action_space = spaces.Box(-1.0, 1.0, (ACTION_SIZE,), np.float32)
+        self.world = StrokeWorld(1, None, reward_mode)
+
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[np.ndarray, dict[str, Any]]:
+        super().reset(seed=seed)
+        if seed is not None:
+            self.world.seed(seed)
+        self.world.reset_agents(np.ones(1, dtype=bool))
+        return self.world.observe()[0], {}
+
+    def step(self, action: np.ndarray) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
+        result = self.world.step(np.asarray(action).reshape(1, ACTION_SIZE))
+        # A stroke ends by its nature, not by a time limit: terminated.
+        return result.obs[0], float(result.reward[0]), bool(result.done[0]), False, {}
+
+
+if STROKE_ENV_ID not in gym.registry:
+    gym.register(id=STROKE_ENV_ID, entry_point="game_bridge.stroke_game.gym_env:StrokeEnv")
