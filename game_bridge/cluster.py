@@ -205,14 +205,6 @@ class RelayedInstance(GameInstance):
                 self.remote.kill()
 
 
-def _interface_toward(nodes_of_this_box: bool, ray_address: str) -> str:
-    """The address the trainer listens on: loopback when every node is this machine
-    (nothing needs to reach it from elsewhere), else the address Ray knows this box by."""
-    if nodes_of_this_box:
-        return "127.0.0.1"
-    return ray_address
-
-
 def _check_reachable(address: str, timeout: float = 10.0) -> None:
     """Fail at once when nothing listens at the head's address (Ray itself would retry
     for minutes)."""
@@ -274,11 +266,11 @@ class GameCluster:
         self._failed_at: dict[str, float] = {}  # node id -> last instance failure there
         self._planned: list[Node] = []
         self._host_class = ray.remote(GameHost)
+        # The trainer's ports: loopback when every node is this machine (nothing needs to
+        # reach them from elsewhere), else the address Ray knows this box by.
         this_box = ray.util.get_node_ip_address()
-        nodes = self.nodes()
-        self.listen_host = _interface_toward(
-            all(node.address == this_box for node in nodes), this_box
-        )
+        alone = all(node.address == this_box for node in self.nodes())
+        self.listen_host = "127.0.0.1" if alone else this_box
 
     def nodes(self) -> list[Node]:
         """The live nodes with CPUs, in a stable order (the head first), by free CPUs."""
