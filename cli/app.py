@@ -498,7 +498,7 @@ def start(
     git: flags.Git = None,
     settings: dict[str, Any] | None = None,
 ) -> None:
-    """Start RUN in a detached tmux session (train + dashboard); attach if it already runs.
+    """Start RUN in a detached tmux session (train, dashboard, live page); attach if it runs.
 
     Takes every option of `lander train`, e.g. `lander start run03 --timesteps 20000000 --n-parallel 14`.
     """
