@@ -498,8 +498,7 @@ def export_policy(
     :raises ExportError: unsupported policy, or a parity failure (nothing is written then).
     """
     layout = layout or OnnxLayout()
-    _check_exportable(model)
-    spec = build_bot_spec(model, normalizer, run, git_commit, trained_with, layout)
+    spec = build_bot_spec(model, normalizer, run, git_commit, trained_with, layout)  # checks it
     bot = BotRunner(spec)
     discrete = bot.action_type != "continuous"
     obs = _parity_observations(model, samples, seed)
