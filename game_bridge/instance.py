@@ -66,6 +66,9 @@ class GameInstance:
     :param max_frame_bytes: largest frame accepted from the game.
     """
 
+    _END_OF_STREAM = "the game closed the connection"
+    """How the end of the game's stream is named in errors."""
+
     def __init__(
         self,
         index: int,
@@ -83,25 +86,34 @@ class GameInstance:
         self.output_path: Path | None = None
         self._output_file: IO[bytes] | None = None
         self._conn: socket.socket | None = None
-        self._reader = protocol.FrameReader(self._recv, max_frame_bytes)
+        self._reader: protocol.FrameReader | protocol.LineReader = protocol.FrameReader(
+            self._recv, max_frame_bytes
+        )
         self._deadline = 0.0  # of the reply being read
         self.faulted = False
         self.refused = 0  # connections from processes that are not this game
-        self.listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self.listener = self._open_listener(host, port)
+
+    def _open_listener(self, host: str, port: int) -> socket.socket | None:
+        """The port the game will connect to (None for a game that needs none)."""
+        listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         # SO_REUSEADDR lets a restarted trainer reuse a port in TIME_WAIT; it does
         # not let two live listeners share one port on Linux.
-        self.listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
-            self.listener.bind((host, port))
+            listener.bind((host, port))
         except OSError as exc:
-            self.listener.close()
+            listener.close()
             if exc.errno == errno.EADDRINUSE:
                 raise PortInUse(
-                    index, f"port {host}:{port} is already in use by another process"
+                    self.index, f"port {host}:{port} is already in use by another process"
                 ) from None
-            raise LaunchError(index, f"cannot listen on {host}:{port}: {exc.strerror}") from None
-        self.listener.listen(1)
-        self.listener.setblocking(False)
+            raise LaunchError(
+                self.index, f"cannot listen on {host}:{port}: {exc.strerror}"
+            ) from None
+        listener.listen(1)
+        listener.setblocking(False)
+        return listener
 
     # -- process ---------------------------------------------------------------
 
@@ -189,6 +201,8 @@ class GameInstance:
         started) is closed and noted in the game's log, and the port keeps waiting
         for the real game (:mod:`game_bridge.peer_check`).
         """
+        if self.listener is None:
+            return self.connected
         try:
             conn, peer = self.listener.accept()
         except BlockingIOError:
@@ -242,9 +256,13 @@ class GameInstance:
                 ) from None
             view = view[sent:]
 
+    def encode(self, message: dict[str, Any]) -> bytes:
+        """One message as this instance's transport frames it (a length prefix here)."""
+        return protocol.encode_message(message)
+
     def send(self, message: dict[str, Any]) -> None:
         """Frame and write one message."""
-        self.send_bytes(protocol.encode_message(message))
+        self.send_bytes(self.encode(message))
 
     def _check_interrupt(self) -> None:
         if _stop_waiting.is_set():
@@ -289,14 +307,14 @@ class GameInstance:
             raise
 
     def _receive_body(self) -> bytes:
-        if self._conn is None:
+        if not self.connected:
             raise InstanceDied(self.index, "not connected")
         self._deadline = time.monotonic() + self.read_timeout
         try:
             return self._reader.body()
         except protocol.FrameError as exc:
             if exc.kind == "eof":
-                raise self._died("the game closed the connection") from None
+                raise self._died(self._END_OF_STREAM) from None
             raise FrameTooLarge(self.index, str(exc)) from None
 
     def _receive(self, expected_type: str | None = None) -> dict[str, Any]:
@@ -321,6 +339,14 @@ class GameInstance:
 
     # -- shutdown --------------------------------------------------------------
 
+    def _say_goodbye(self) -> None:
+        """Send ``close`` if the game can still hear it, and let go of the connection."""
+        if self._conn is not None:
+            with contextlib.suppress(OSError):
+                self._conn.sendall(protocol.encode_message({"type": "close"}))
+            self._conn.close()
+            self._conn = None
+
     def close(self, grace_s: float = 3.0) -> None:
         """Send ``close``, wait for the process to quit, kill it if it does not.
 
@@ -328,12 +354,9 @@ class GameInstance:
         """
         if self.faulted:
             grace_s = min(grace_s, 0.5)
-        if self._conn is not None:
-            with contextlib.suppress(OSError):
-                self._conn.sendall(protocol.encode_message({"type": "close"}))
-            self._conn.close()
-            self._conn = None
-        self.listener.close()
+        self._say_goodbye()
+        if self.listener is not None:
+            self.listener.close()
         if self.process is not None and self.process.poll() is None:
             try:
                 self.process.wait(timeout=grace_s)

@@ -21,6 +21,7 @@ from game_bridge import protocol
 from game_bridge.errors import BridgeError, Interrupted, LaunchError, PortInUse
 from game_bridge.instance import GameInstance, waits_interrupted
 from game_bridge.spaces import EnvInfo, parse_env_info
+from game_bridge.stdio_instance import StdioInstance
 
 if TYPE_CHECKING:
     from game_bridge.cluster import GameCluster
@@ -28,18 +29,31 @@ if TYPE_CHECKING:
 _PORT_TRIES = 20
 
 
-def bundled_game_command() -> list[str]:
-    """How to start the bundled game with this interpreter (no build step needed)."""
-    return [sys.executable, "-m", "game_bridge.lander_game"]
+BUNDLED_GAMES = ("lander", "stroke")
+"""The games lander ships: ``game_bridge.<name>_game``."""
+TRANSPORTS = ("tcp", "stdio")
+"""How the trainer and a game exchange messages: length-prefixed frames over TCP, or JSON
+lines on the game's standard input and output."""
 
 
-def game_command(game_bin: str | Path | None) -> list[str]:
-    """The command that starts a game: a binary path, or the bundled game for None.
+def bundled_game_command(game: str = "lander") -> list[str]:
+    """How to start a bundled game with this interpreter (no build step needed)."""
+    return [sys.executable, "-m", f"game_bridge.{game}_game"]
+
+
+def own_transport(game: str, game_bin: str | Path | None) -> str:
+    """The transport a game speaks unless told otherwise: a ``--game-bin`` and the lander
+    TCP (as Godot games do), the stroke game stdio."""
+    return "stdio" if game_bin is None and game == "stroke" else "tcp"
+
+
+def game_command(game_bin: str | Path | None, game: str = "lander") -> list[str]:
+    """The command that starts a game: a binary path, or the bundled ``game`` for None.
 
     :raises LaunchError: when the binary is missing or not executable.
     """
     if game_bin is None:
-        return bundled_game_command()
+        return bundled_game_command(game)
     path = Path(game_bin)
     if not path.is_file():
         raise LaunchError(None, f"game binary {str(path)!r} does not exist")
@@ -73,6 +87,8 @@ class LaunchConfig:
     :param moved_ports: instances a restart moved off a port that another process took.
     :param cluster: place the games on a Ray cluster's nodes, relayed to this trainer
         (:mod:`game_bridge.cluster`); None launches them here.
+    :param transport: ``tcp`` (each game connects to its port) or ``stdio`` (JSON lines on
+        each game's standard input and output; no ports).
     """
 
     command: list[str] = field(default_factory=bundled_game_command)
@@ -92,6 +108,25 @@ class LaunchConfig:
     fork_bundled: bool = True
     moved_ports: dict[int, int] = field(default_factory=dict)
     cluster: GameCluster | None = None
+    transport: str = "tcp"
+
+    def __post_init__(self) -> None:
+        if self.transport not in TRANSPORTS:
+            raise LaunchError(None, f"transport must be tcp or stdio, got {self.transport!r}")
+        if self.transport == "stdio" and self.cluster is not None:
+            raise LaunchError(
+                None, "stdio games run on this machine only: --cluster needs a TCP game"
+            )
+
+    @property
+    def stdio(self) -> bool:
+        """True when the games speak JSON lines on their standard input and output."""
+        return self.transport == "stdio"
+
+    @property
+    def offers_fast_wire(self) -> bool:
+        """The binary step encoding is offered: asked for, and on TCP (a line holds JSON only)."""
+        return self.fast_wire and not self.stdio
 
     def port_of(self, index: int) -> int:
         """Instance ``index``'s port: ``base_port + index``, unless a restart moved it."""
@@ -100,7 +135,12 @@ class LaunchConfig:
     @property
     def forks_bundled_game(self) -> bool:
         """True when instances come from the bundled game's fork server."""
-        return self.fork_bundled and self.command == bundled_game_command() and not self.cluster
+        return (
+            self.fork_bundled
+            and self.command == bundled_game_command()
+            and not self.cluster
+            and not self.stdio
+        )
 
     @property
     def listen_host(self) -> str:
@@ -108,19 +148,18 @@ class LaunchConfig:
         return self.cluster.listen_host if self.cluster is not None else self.host
 
     def listen(self, index: int, port: int) -> GameInstance:
-        """The trainer's side of instance ``index``: a listening port, here or for a relay."""
+        """The trainer's side of instance ``index``: a listening port, here or for a relay,
+        or a stdio game's pipes."""
+        if self.stdio:
+            return StdioInstance(index, self.read_timeout, self.max_frame_bytes)
         if self.cluster is not None:
             return self.cluster.instance(index, port, self.read_timeout, self.max_frame_bytes)
         return GameInstance(index, port, self.host, self.read_timeout, self.max_frame_bytes)
 
     def arguments(self, index: int) -> list[str]:
         """The launch arguments of instance ``index``, as PROTOCOL.md lists them."""
-        args = [
-            f"--port={self.port_of(index)}",
-            f"--env_seed={self.seed + index}",
-            "--disable-render-loop",
-            "--headless",
-        ]
+        where = "--transport=stdio" if self.stdio else f"--port={self.port_of(index)}"
+        args = [where, f"--env_seed={self.seed + index}", "--disable-render-loop", "--headless"]
         if self.action_repeat is not None:
             args.append(f"--action_repeat={self.action_repeat}")
         if self.speedup is not None:
@@ -131,15 +170,17 @@ class LaunchConfig:
 
 def _accept_all(instances: list[GameInstance], deadline: float) -> None:
     selector = selectors.DefaultSelector()
+    waiting = 0
     for instance in instances:
-        selector.register(instance.listener, selectors.EVENT_READ, instance)
+        if instance.listener is not None:
+            selector.register(instance.listener, selectors.EVENT_READ, instance)
+            waiting += 1
     try:
-        waiting = len(instances)
         while waiting:
             for key, _ in selector.select(timeout=0.1):
                 ready: GameInstance = key.data
                 if ready.try_accept():
-                    selector.unregister(ready.listener)
+                    selector.unregister(key.fileobj)
                     waiting -= 1
             for instance in instances:
                 if not instance.connected and instance.exit_code() is not None:
@@ -227,7 +268,7 @@ def launch_instances(
                 instance.start([*config.command, *config.arguments(instance.index)], output)
         _accept_all(instances, time.monotonic() + config.connect_timeout)
         for instance in instances:
-            instance.send(protocol.handshake_message(config.fast_wire))
+            instance.send(protocol.handshake_message(config.offers_fast_wire))
             instance.send({"type": "env_info"})
         infos = [
             parse_env_info(instance.receive("env_info"), instance.index) for instance in instances

@@ -1,5 +1,5 @@
-"""The Godot RL Agents wire protocol: framing and message builders, and lander's
-opt-in binary step encoding.
+"""The Godot RL Agents wire protocol: framing and message builders, lander's opt-in
+binary step encoding, and the stdio transport's JSON lines.
 
 Every message is a 4-byte little-endian length followed by that many bytes of
 ASCII JSON. This module is shared by the trainer side (the bridge) and the game
@@ -201,6 +201,66 @@ class FrameReader:
 
     def message(self) -> dict[str, Any]:
         """The next frame as a JSON message."""
+        return decode_body(self.body())
+
+
+def encode_line(message: dict[str, Any]) -> bytes:
+    """One message of the stdio transport: compact ASCII JSON (which holds no newline) and
+    a newline."""
+    return encode_json(message) + b"\n"
+
+
+class LineReader:
+    """Reads the stdio transport's messages, one JSON text per line, from a byte stream
+    (a game's standard output, or a game's view of its standard input). Blank lines are
+    skipped; a line longer than ``max_bytes`` is refused before it is all read.
+
+    :param recv: as for :class:`FrameReader`.
+    :param max_bytes: the longest line accepted, without its newline.
+    """
+
+    def __init__(
+        self, recv: Callable[[int], bytes], max_bytes: int = DEFAULT_MAX_FRAME_BYTES
+    ) -> None:
+        self._recv = recv
+        self._max_bytes = max_bytes
+        self._buffer = bytearray()
+        self._scanned = 0  # bytes of the buffer known to hold no newline
+
+    def body(self) -> bytes:
+        """The next non-blank line, without its line ending.
+
+        :raises FrameError: kind ``"eof"`` when the stream ends first, ``"too_large"``
+            for a line beyond ``max_bytes``.
+        """
+        while True:
+            end = self._buffer.find(b"\n", self._scanned)
+            if end < 0:
+                self._scanned = len(self._buffer)
+                if self._scanned > self._max_bytes:
+                    raise FrameError(
+                        "too_large",
+                        f"a line of more than {self._max_bytes} bytes, limit is {self._max_bytes} bytes",
+                    )
+                chunk = self._recv(_RECV_CHUNK)
+                if not chunk:
+                    raise FrameError(
+                        "eof", f"stream closed with {len(self._buffer)} bytes of a line read"
+                    )
+                self._buffer += chunk
+                continue
+            line = bytes(self._buffer[:end]).strip()
+            del self._buffer[: end + 1]
+            self._scanned = 0
+            if end > self._max_bytes:
+                raise FrameError(
+                    "too_large", f"a line of {end} bytes, limit is {self._max_bytes} bytes"
+                )
+            if line:
+                return line
+
+    def message(self) -> dict[str, Any]:
+        """The next line as a JSON message."""
         return decode_body(self.body())
 
 

@@ -54,7 +54,7 @@ class Restart:
 
 
 class GameVecEnv(VecEnv):
-    """Game instances driven over TCP as one vectorized environment.
+    """Game instances driven over TCP or stdio as one vectorized environment.
 
     A game that dies, hangs or sends garbage mid-run is restarted on the same
     port: its agents' episodes end as truncated (bootstrapped from their last
@@ -88,9 +88,11 @@ class GameVecEnv(VecEnv):
         self._sent_at = 0.0
         self._waited_s = 0.0  # in step_wait, over every step: the games' own pace
         self._waited_steps = 0
-        # Binary steps only when every game accepted them and the layout fits.
-        self.binary = all(info.encoding == protocol.FAST_ENCODING for info in infos) and (
-            self.env_info.binary_capable
+        # Binary steps only when offered, every game accepted them and the layout fits.
+        self.binary = (
+            config.offers_fast_wire
+            and all(info.encoding == protocol.FAST_ENCODING for info in infos)
+            and self.env_info.binary_capable
         )
         self._discrete = self.env_info.actions[0].discrete
         obs_shape = self.env_info.observations[0].space.shape or (1,)
@@ -157,7 +159,7 @@ class GameVecEnv(VecEnv):
                     "type": "action",
                     "action": self.action_codec.encode(actions[start : start + k]),
                 }
-                frame = protocol.encode_message(payload)
+                frame = instance.encode(payload)
             try:
                 instance.send_bytes(frame)
             except BridgeError as exc:

@@ -1,17 +1,16 @@
 """The bundled game as a protocol client: ``lander-game --port=P --env_seed=S ...``.
 
 It behaves like a Godot game with the Godot RL Agents plugin: it connects to the
-trainer on 127.0.0.1, answers ``env_info``, ``reset``, ``action`` and ``call``,
+trainer on 127.0.0.1 (or, given ``--transport=stdio``, speaks JSON lines on its
+standard input and output), answers ``env_info``, ``reset``, ``action`` and ``call``,
 resets its own finished agents, paces physics to wall time x ``--speedup``
 (0 = as fast as possible) and quits on ``close`` or when the trainer goes away.
 """
 
 from __future__ import annotations
 
-import socket
 import sys
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -19,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from game_bridge import protocol
+from game_bridge.game_loop import read_arguments, run_game
 from game_bridge.lander_game.physics import (
     ACTION_SIZE,
     N_DISCRETE_ACTIONS,
@@ -30,7 +30,6 @@ from game_bridge.lander_game.physics import (
 
 ACTION_KEY = "thrust"
 OBS_KEY = "obs"
-CONNECT_TIMEOUT_S = 30.0
 
 
 @dataclass
@@ -52,11 +51,7 @@ def parse_arguments(argv: list[str]) -> GameSettings:
 
     :raises ValueError: when a known argument has a value of the wrong kind.
     """
-    values: dict[str, str] = {}
-    for arg in argv:
-        if arg.startswith("--") and "=" in arg:
-            key, value = arg[2:].split("=", 1)
-            values[key] = value
+    values = read_arguments(argv)
     settings = GameSettings()
     settings.port = int(values.get("port", settings.port))
     settings.seed = int(values.get("env_seed", settings.seed))
@@ -194,71 +189,6 @@ class LanderGame:
         return {"type": "call", "returns": [None] * n}
 
 
-def _connect(port: int) -> socket.socket:
-    deadline = time.monotonic() + CONNECT_TIMEOUT_S
-    while True:
-        try:
-            sock = socket.create_connection(("127.0.0.1", port), timeout=5.0)
-            break
-        except OSError:
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(0.05)
-    sock.settimeout(None)
-    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-    return sock
-
-
-def serve(game: LanderGame, sock: socket.socket) -> None:
-    """Answer the trainer until it sends ``close`` or goes away."""
-    handlers: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {
-        "env_info": lambda _message: game.env_info(),
-        "reset": lambda _message: game.reset(),
-        "action": game.step,
-        "call": game.call,
-    }
-    reader = protocol.FrameReader(sock.recv)
-    while True:
-        try:
-            body = reader.body()
-            if game.fast and protocol.is_binary(body):
-                protocol.send_bytes(sock, game.step_binary(body))
-                continue
-            message = protocol.decode_body(body)
-        except protocol.FrameError as exc:
-            if exc.kind != "eof":
-                print(f"lander-game: bad frame from the trainer: {exc}", file=sys.stderr)
-            return  # the trainer is gone (or broken): quit, so no game outlives it
-        except OSError:
-            return
-        kind = message.get("type")
-        if kind == "close":
-            return
-        if kind == "handshake":
-            offered = message.get("lander_encodings")
-            game.fast = isinstance(offered, list) and protocol.FAST_ENCODING in offered
-            if str(message.get("major_version")) != protocol.MAJOR_VERSION:
-                print(
-                    f"lander-game: unsupported protocol major version {message.get('major_version')!r}",
-                    file=sys.stderr,
-                )
-                return
-            continue
-        handler = handlers.get(str(kind))
-        if handler is None:
-            print(f"lander-game: ignoring message of unknown type {kind!r}", file=sys.stderr)
-            continue
-        try:
-            reply = handler(message)
-        except (KeyError, TypeError, ValueError) as exc:
-            print(f"lander-game: bad {kind} message from the trainer: {exc}", file=sys.stderr)
-            return
-        try:
-            protocol.send_message(sock, reply)
-        except OSError:
-            return
-
-
 def play_alone(settings: GameSettings) -> int:
     """``--bot=FILE``: play one episode with a bot and print its result, no trainer needed."""
     from game_bridge.bot_runner import BotFormatError, BotRunner
@@ -285,24 +215,16 @@ def play_alone(settings: GameSettings) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of ``lander-game``."""
+    arguments = sys.argv[1:] if argv is None else argv
+    values = read_arguments(arguments)
     try:
-        settings = parse_arguments(sys.argv[1:] if argv is None else argv)
+        settings = parse_arguments(arguments)
     except ValueError as exc:
         print(f"lander-game: {exc}", file=sys.stderr)
         return 2
     if settings.bot:
         return play_alone(settings)
-    try:
-        sock = _connect(settings.port)
-    except OSError as exc:
-        print(
-            f"lander-game: cannot reach the trainer on 127.0.0.1:{settings.port}: {exc}",
-            file=sys.stderr,
-        )
-        return 1
-    with sock:
-        serve(LanderGame(settings), sock)
-    return 0
+    return run_game(LanderGame(settings), values, "lander-game", fast_capable=True)
 
 
 if __name__ == "__main__":

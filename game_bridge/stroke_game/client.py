@@ -1,0 +1,103 @@
+"""The stroke game as a protocol program: ``python -m game_bridge.stroke_game``.
+
+It speaks the stdio transport by default (one JSON message a line on its standard
+input and output, complaints on standard error), and the TCP framing when launched
+with a ``--port=P`` (as lander launches TCP games), so the two transports can be
+measured on one game.
+Arguments: ``--env_seed``, ``--agents``, ``--reward_mode=step|delayed``; others are
+ignored, as Godot does.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+import numpy as np
+
+from game_bridge import protocol
+from game_bridge.game_loop import read_arguments, run_game
+from game_bridge.stroke_game.world import ACTION_SIZE, OBS_SIZE, REWARD_MODES, StrokeWorld
+
+ACTION_KEY = "point"
+OBS_KEY = "obs"
+
+
+class StrokeGame:
+    """The game loop's state: a :class:`StrokeWorld` of all agents plus the protocol replies.
+
+    :param agents: pens drawn at once, one per agent.
+    """
+
+    fast = False  # JSON only: the binary encoding is the lander's
+
+    def __init__(self, agents: int, seed: int, reward_mode: str) -> None:
+        self.agents = agents
+        self.world = StrokeWorld(agents, seed, reward_mode)
+
+    def env_info(self) -> dict[str, Any]:
+        """The ``env_info`` reply: the same spaces for every agent."""
+        return {
+            "type": "env_info",
+            "observation_space": {OBS_KEY: {"size": [OBS_SIZE], "space": "box"}},
+            "action_space": {ACTION_KEY: {"size": ACTION_SIZE, "action_type": "continuous"}},
+            "n_agents": self.agents,
+        }
+
+    def reset(self) -> dict[str, Any]:
+        """Every pen starts a new stroke."""
+        self.world.reset_agents(np.ones(self.agents, dtype=bool))
+        obs = protocol.wire_floats(self.world.observe())
+        return {"type": "reset", "obs": [{OBS_KEY: row} for row in obs], "info": [{}] * self.agents}
+
+    def step(self, message: dict[str, Any]) -> dict[str, Any]:
+        """Place every pen's point; a finished stroke is followed by a new one at once."""
+        actions = message.get("action")
+        if not isinstance(actions, list) or len(actions) != self.agents:
+            raise ValueError(f"expected actions for {self.agents} agents")
+        result = self.world.step(np.asarray([agent[ACTION_KEY] for agent in actions], dtype=float))
+        obs = result.obs
+        infos: list[dict[str, Any]] = [{} for _ in range(self.agents)]
+        if result.done.any():
+            terminal = protocol.wire_floats(result.obs)
+            for index in np.flatnonzero(result.done).tolist():
+                # A stroke ends by its nature: terminated, not truncated.
+                infos[index] = {"terminal_observation": {OBS_KEY: terminal[index]}}
+            self.world.reset_agents(result.done)
+            obs = self.world.observe()
+        return {
+            "type": "step",
+            "obs": [{OBS_KEY: row} for row in protocol.wire_floats(obs)],
+            "reward": protocol.wire_floats(result.reward),
+            "done": result.done.tolist(),
+            "info": infos,
+        }
+
+    def step_binary(self, body: bytes) -> bytes:
+        """Never offered a binary encoding it accepts (``fast`` stays False)."""
+        raise protocol.FrameError("bad_binary", "the stroke game speaks JSON only")
+
+    def call(self, message: dict[str, Any]) -> dict[str, Any]:
+        """No methods: null per agent."""
+        return {"type": "call", "returns": [None] * self.agents}
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of ``python -m game_bridge.stroke_game``."""
+    values = read_arguments(sys.argv[1:] if argv is None else argv)
+    values.setdefault("transport", "tcp" if "port" in values else "stdio")
+    try:
+        agents = int(values.get("agents", "1"))
+        seed = int(values.get("env_seed", "0"))
+    except ValueError as exc:
+        print(f"stroke-game: {exc}", file=sys.stderr)
+        return 2
+    mode = values.get("reward_mode", "step")
+    if agents < 1 or mode not in REWARD_MODES:
+        print(
+            f"stroke-game: --agents must be at least 1 and --reward_mode one of "
+            f"{', '.join(REWARD_MODES)} (got {agents}, {mode!r})",
+            file=sys.stderr,
+        )
+        return 2
+    return run_game(StrokeGame(agents, seed, mode), values, "stroke-game", fast_capable=False)
