@@ -47,7 +47,7 @@ from game_bridge.vec_env import GameVecEnv
 from training.evaluation import (
     LanderSettings,
     Policy,
-    evaluate_on_lander,
+    evaluate_in_process,
     evaluate_through_bridge,
     model_policy,
 )
@@ -130,7 +130,7 @@ class Scorer:
         if self.game == "godot":
             mean = self._godot_mean(policy)
             return (mean - self.random) / (self.reference - self.random)
-        score = evaluate_on_lander(policy, self.episodes, settings=self.settings).normalized_score
+        score = evaluate_in_process(policy, self.episodes, settings=self.settings).normalized_score
         assert score is not None
         return score
 

@@ -13,10 +13,11 @@ import typer
 from cli import train_flags as flags
 from cli.console import console, error_console, fail
 from cli.paths import project_root
+from game_bridge import BUNDLED_GAMES
 from game_bridge.errors import BridgeError
 from game_bridge.instance import interrupt_waits
 from game_bridge.protocol import DEFAULT_PORT
-from training.config import ConfigError
+from training.config import ConfigError, TrainConfig
 from training.run_paths import InvalidRunName
 
 app = typer.Typer(
@@ -142,6 +143,13 @@ def evaluate(
         int, typer.Option(help="Base TCP port when evaluating through --game-bin.")
     ] = DEFAULT_PORT,
     seed: Annotated[int, typer.Option(help="Seed of the evaluation episodes.")] = 1000,
+    game: Annotated[
+        str,
+        typer.Option(
+            metavar="lander|stroke",
+            help="The bundled game --policy random|reference plays (a bot knows its own).",
+        ),
+    ] = "lander",
     publish: Annotated[
         bool,
         typer.Option(
@@ -156,7 +164,11 @@ def evaluate(
     untracked .lander/evaluations.jsonl unless --publish."""
     from cli.bot_flow import evaluate_and_report
 
-    evaluate_and_report(project_root(), target, episodes, policy, game_bin, port, seed, publish)
+    if game not in BUNDLED_GAMES:
+        fail(f"--game must be one of {', '.join(BUNDLED_GAMES)}, got {game!r}")
+    evaluate_and_report(
+        project_root(), target, episodes, policy, game_bin, port, seed, publish, game
+    )
 
 
 @app.command()
@@ -461,9 +473,9 @@ def _check_plan(
     resume: str | None,
     force: bool,
     reset_std: float | None,
-) -> None:
+) -> TrainConfig:
     """Plan the run as ``lander train`` would, without writing, so a mistake is one red
-    line here, not a tmux window that dies."""
+    line here, not a tmux window that dies; return the run's settings."""
     from cli.run_flow import USER_ERRORS
     from training.trainer import TrainRequest, plan_training
 
@@ -472,7 +484,7 @@ def _check_plan(
         reset_std=reset_std,
     )  # fmt: skip
     try:
-        plan_training(request)
+        return plan_training(request).config
     except USER_ERRORS as exc:
         fail(str(exc))
 
@@ -509,6 +521,7 @@ def start(
     settings = settings or {}
     session = flags.session_argv(config, resume, reset_std, force, git)
     command: list[str] | None = None
+    game = settings.get("game", "lander")
     if curriculum_plan is not None:
         if not curriculum_plan.is_file():
             fail(f"plan {str(curriculum_plan)!r} does not exist")
@@ -531,10 +544,11 @@ def start(
     else:
         live = find_session(run)
         if live is None or not window_alive(live, TRAIN_WINDOW):
-            _check_plan(run, settings, config, resume, force, reset_std)
+            game = _check_plan(run, settings, config, resume, force, reset_std).game
     start_in_tmux(
-        project_root(), run, flags.settings_argv(settings) + session, tb_host, tb_port, command
-    )
+        project_root(), run, flags.settings_argv(settings) + session, tb_host, tb_port, command,
+        live_page=game == "lander",
+    )  # fmt: skip
 
 
 @app.command()
@@ -570,9 +584,9 @@ def resume(
     _valid_run(source)
     target = _valid_run(as_run) if as_run else source
     settings = settings or {}
-    _check_plan(target, settings, config, source, False, reset_std)
+    game = _check_plan(target, settings, config, source, False, reset_std).game
     args = flags.settings_argv(settings) + flags.session_argv(config, source, reset_std, False, git)
-    start_in_tmux(root, target, args, tb_host, tb_port)
+    start_in_tmux(root, target, args, tb_host, tb_port, live_page=game == "lander")
 
 
 @app.command()

@@ -16,16 +16,16 @@ from game_bridge.errors import BridgeError
 from training.bots import (
     EvalTarget,
     bot_target,
+    bundled_settings,
     evaluate_target,
     export_run,
-    lander_settings,
     replay_launch_config,
     run_target,
 )
 from training.checkpoints import CheckpointError
 from training.errors import ExportError
 from training.eval_records import game_name, record_evaluation
-from training.evaluation import LanderSettings, evaluate_on_lander
+from training.evaluation import StrokeSettings, evaluate_in_process, game_settings
 from training.run_paths import InvalidRunName, RunPaths
 
 BOT_ERRORS = (BotFormatError, BridgeError, CheckpointError, ExportError, InvalidRunName)
@@ -46,24 +46,21 @@ def export_and_report(root: Path, run: str, checkpoint: Path | None) -> None:
     )
 
 
-def _baseline(policy: str, episodes: int, seed: int, game_bin: Path | None, port: int) -> None:
-    """Score the random or reference policy on the game asked for: the bundled game
+def _baseline(
+    policy: str, episodes: int, seed: int, game_bin: Path | None, port: int, game: str
+) -> None:
+    """Score the random or reference policy on the game asked for: a bundled game
     in-process, or ``game_bin`` through the bridge (random actions of its own spaces)."""
     import numpy as np
 
-    from game_bridge.lander_game.controllers import random_actions, reference_actions
-
     if game_bin is None:
-        rng = np.random.default_rng(seed)
-        chosen = (
-            reference_actions
-            if policy == "reference"
-            else (lambda o: random_actions(rng, len(o), False))
-        )
-        console.print(evaluate_on_lander(chosen, episodes, seed, LanderSettings()).line())
+        settings = game_settings(game, {})
+        random_policy, reference = settings.baseline_policies(np.random.default_rng(seed))
+        chosen = reference if policy == "reference" else random_policy
+        console.print(evaluate_in_process(chosen, episodes, seed, settings).line())
         return
     if policy == "reference":
-        fail("the reference controller flies the bundled lander game only: use --policy random")
+        fail("the reference controllers play the bundled games only: use --policy random")
     from game_bridge.launcher import LaunchConfig, game_command
     from game_bridge.vec_env import GameVecEnv
     from training.evaluation import evaluate_through_bridge
@@ -101,6 +98,7 @@ def evaluate_and_report(
     port: int,
     seed: int,
     publish: bool = False,
+    game: str = "lander",
 ) -> None:
     """``lander eval``: print the one-line score and record it where this checkout may
     write (``training.eval_records``); a record in the run's committed files is
@@ -108,7 +106,7 @@ def evaluate_and_report(
     if episodes < 1:
         fail(f"--episodes must be at least 1, got {episodes}")
     if policy in ("random", "reference"):
-        _baseline(policy, episodes, seed, game_bin, port)
+        _baseline(policy, episodes, seed, game_bin, port, game)
         return
     if policy != "model":
         fail(f"--policy must be model, random or reference, got {policy!r}")
@@ -167,7 +165,12 @@ def play_and_report(
     except BotFormatError as exc:
         fail(str(exc))
     trained = bot.spec.get("trained_with") or {}
-    settings = lander_settings(trained)
+    settings = bundled_settings(trained)
+    if isinstance(settings, StrokeSettings):
+        if game_bin is not None:
+            fail("a stroke bot corrects strokes in the bundled stroke game only: drop --game-bin")
+        _play_strokes(bot, settings, record, agents, seed)
+        return
     flight: Flight | None = None
     env = None
     try:
@@ -213,6 +216,29 @@ def play_and_report(
             trace, record, title=title, steps_per_second=60 / settings.action_repeat
         )
         console.print(f"recorded {picture}")
+
+
+def _play_strokes(
+    bot: BotRunner, settings: StrokeSettings, record: Path | None, pens: int, seed: int
+) -> None:
+    """``lander play`` of a stroke bot: one stroke per pen, its score, and the picture."""
+    from game_bridge.stroke_game.play import play_strokes, record_strokes
+    from training.evaluation import normalized_score
+
+    trace = play_strokes(bot.act, pens, seed, settings.reward_mode)
+    mean = sum(trace.returns) / len(trace.returns)
+    score = normalized_score(mean, settings)
+    console.print(
+        f"{len(trace.returns)} stroke(s): mean_reward={mean:.2f} normalized_score={score:.3f}"
+    )
+    if record is not None:
+        name = bot.spec.get("run") or "bot"
+        steps = bot.spec.get("timesteps")
+        title = (
+            f"bot {name}" + (f" ({steps:,} steps)" if steps else "")
+            + f", {settings.reward_mode} rewards: mean return {mean:.1f}, normalized {score:.2f}"
+        )  # fmt: skip
+        console.print(f"recorded {record_strokes(trace, record, title)}")
 
 
 def serve_web_page(root: Path, target: str, host: str, port: int) -> None:

@@ -46,9 +46,13 @@ def start_in_tmux(
     tb_host: str | None,
     tb_port: int | None,
     command_args: list[str] | None = None,
+    live_page: bool = True,
 ) -> None:
     """Start ``lander train RUN ...`` (or ``lander <command_args>``: a sweep, a
-    curriculum) in a detached session, or attach to the live one."""
+    curriculum) in a detached session, or attach to the live one.
+
+    :param live_page: serve the run's live page (its bot flies the lander after the cursor).
+    """
     session = find_session(run)
     if session is not None and window_alive(session, TRAIN_WINDOW):
         if sys.stdin.isatty() and sys.stdout.isatty():
@@ -67,10 +71,10 @@ def start_in_tmux(
     except DashboardError as exc:
         fail(str(exc))
     # One run, one live page: the bot it publishes, flying after the cursor (a sweep or a
-    # curriculum trains several runs: no page).
+    # curriculum trains several runs, a stroke bot flies no lander: no page).
     page_port = (
         free_port(dashboard.host, DEFAULT_WEB_PORT, avoid=dashboard.port)
-        if command_args is None
+        if command_args is None and live_page
         else None
     )
     page_args = (

@@ -86,7 +86,7 @@ def with_remembered_game(root: Path, overrides: dict[str, Any]) -> dict[str, Any
     """``overrides`` plus the game ``lander setup --game-bin`` remembered, unless the
     flags name a game already."""
     remembered = remembered_game_bin(root)
-    if remembered is None or "game_bin" in overrides:
+    if remembered is None or "game_bin" in overrides or "game" in overrides:
         return overrides
     return {**overrides, "game_bin": remembered}
 

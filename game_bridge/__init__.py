@@ -1,4 +1,4 @@
-"""The trainer side of the Godot RL Agents wire protocol, and the bundled game.
+"""The trainer side of the Godot RL Agents wire protocol, and the bundled games.
 
 Nothing here knows about PPO, tmux or git. The bundled game's in-process
 gymnasium environment registers itself as ``Lander-v0`` when
@@ -10,3 +10,15 @@ from __future__ import annotations
 
 LANDER_ENV_ID = "Lander-v0"
 STROKE_ENV_ID = "Stroke-v0"
+
+BUNDLED_GAMES = ("lander", "stroke")
+"""The games lander ships, each the package ``game_bridge.<name>_game``."""
+TRANSPORTS = ("tcp", "stdio")
+"""How the trainer and a game exchange messages: length-prefixed frames over TCP, or JSON
+lines on the game's standard input and output."""
+
+
+def own_transport(game: str, game_bin: str | None) -> str:
+    """The transport a game speaks unless told otherwise: a ``--game-bin`` and the lander
+    TCP (as Godot games do), the stroke game stdio."""
+    return "stdio" if game_bin is None and game == "stroke" else "tcp"

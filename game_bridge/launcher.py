@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from game_bridge import protocol
+from game_bridge import TRANSPORTS, protocol
 from game_bridge.errors import BridgeError, Interrupted, LaunchError, PortInUse
 from game_bridge.instance import GameInstance, waits_interrupted
 from game_bridge.spaces import EnvInfo, parse_env_info
@@ -29,22 +29,9 @@ if TYPE_CHECKING:
 _PORT_TRIES = 20
 
 
-BUNDLED_GAMES = ("lander", "stroke")
-"""The games lander ships: ``game_bridge.<name>_game``."""
-TRANSPORTS = ("tcp", "stdio")
-"""How the trainer and a game exchange messages: length-prefixed frames over TCP, or JSON
-lines on the game's standard input and output."""
-
-
 def bundled_game_command(game: str = "lander") -> list[str]:
     """How to start a bundled game with this interpreter (no build step needed)."""
     return [sys.executable, "-m", f"game_bridge.{game}_game"]
-
-
-def own_transport(game: str, game_bin: str | Path | None) -> str:
-    """The transport a game speaks unless told otherwise: a ``--game-bin`` and the lander
-    TCP (as Godot games do), the stroke game stdio."""
-    return "stdio" if game_bin is None and game == "stroke" else "tcp"
 
 
 def game_command(game_bin: str | Path | None, game: str = "lander") -> list[str]:

@@ -27,7 +27,7 @@ from training.bots import bot_target, evaluate_target, run_target
 from training.config import TrainConfig
 from training.environments import make_vec_env
 from training.eval_records import EvalRecord, champions, read_records, record_evaluation
-from training.evaluation import EvalResult, evaluate_on_lander
+from training.evaluation import EvalResult, evaluate_in_process
 from training.export import ExportError, decisive, export_policy
 from training.local_state import checkout_id
 from training.run_paths import RunPaths
@@ -217,8 +217,8 @@ def test_normalization_baselines_hold_on_episodes_they_were_not_measured_on() ->
     from game_bridge.lander_game.controllers import random_actions, reference_actions
 
     rng = np.random.default_rng(4242)
-    reference = evaluate_on_lander(reference_actions, 200, seed=4242)
-    random = evaluate_on_lander(lambda o: random_actions(rng, len(o), False), 200, seed=4242)
+    reference = evaluate_in_process(reference_actions, 200, seed=4242)
+    random = evaluate_in_process(lambda o: random_actions(rng, len(o), False), 200, seed=4242)
     assert reference.normalized_score == pytest.approx(1.0, abs=0.05)
     assert random.normalized_score == pytest.approx(0.0, abs=0.05)
 

@@ -21,7 +21,7 @@ from tests.conftest import REPO_ROOT, game_executable, python_game, wait_until
 from training.callbacks import ProgressReport
 from training.checkpoints import CheckpointError, rotating_checkpoints
 from training.config import ConfigError
-from training.evaluation import evaluate_on_lander, model_policy
+from training.evaluation import evaluate_in_process, model_policy
 from training.policy_tweaks import PolicyTweakError, reset_action_std
 from training.run_record import RunRecord
 from training.trainer import RunExists, TrainRequest, load_for_inference, train
@@ -450,7 +450,7 @@ def test_defaults_learn_the_bundled_game_to_a_good_bot(
     outcome = train(request, QUIET)
     assert outcome.status == "finished"
     model, normalizer = load_for_inference(tmp_path / "checkpoints" / "floor" / "final.zip")
-    result = evaluate_on_lander(model_policy(model, normalizer), 100)
+    result = evaluate_in_process(model_policy(model, normalizer), 100)
     assert result.normalized_score is not None and result.normalized_score >= 0.8, result.line()
 
 

@@ -19,10 +19,11 @@ from training.checkpoints import find_resume_point
 from training.config import TrainConfig
 from training.evaluation import (
     EvalResult,
-    LanderSettings,
+    GameSettings,
     Policy,
-    evaluate_on_lander,
+    evaluate_in_process,
     evaluate_through_bridge,
+    game_settings,
     model_policy,
 )
 from training.run_paths import RunPaths
@@ -35,6 +36,7 @@ if TYPE_CHECKING:
 def trained_with(config: TrainConfig) -> dict[str, Any]:
     """The game settings a bot needs to be played or evaluated as it was trained."""
     return {
+        "game": config.game,
         "game_bin": config.game_bin,
         "game_args": dict(config.game_args),
         "action_repeat": config.action_repeat,
@@ -43,9 +45,14 @@ def trained_with(config: TrainConfig) -> dict[str, Any]:
     }
 
 
-def lander_settings(trained: dict[str, Any]) -> LanderSettings:
-    """The bundled game's settings from a bot's ``trained_with``."""
-    return LanderSettings.from_game(trained.get("game_args") or {}, trained.get("action_repeat"))
+def bundled_settings(trained: dict[str, Any]) -> GameSettings:
+    """The bundled game's settings from a bot's ``trained_with`` (the lander for a bot from
+    before lander had other games)."""
+    return game_settings(
+        trained.get("game") or "lander",
+        trained.get("game_args") or {},
+        trained.get("action_repeat"),
+    )
 
 
 def _record_of(paths: RunPaths) -> RunRecord | None:
@@ -136,7 +143,7 @@ def evaluate_target(
     """Evaluate on the bundled game in-process, or on ``game_bin`` (else the bot's own game) through the bridge."""
     chosen = str(game_bin) if game_bin is not None else target.trained.get("game_bin")
     if chosen is None:
-        return evaluate_on_lander(target.policy, episodes, seed, lander_settings(target.trained))
+        return evaluate_in_process(target.policy, episodes, seed, bundled_settings(target.trained))
     from game_bridge.vec_env import GameVecEnv
 
     game_args = target.trained.get("game_args") or {}

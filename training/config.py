@@ -14,6 +14,7 @@ from dataclasses import MISSING, asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from game_bridge import BUNDLED_GAMES, TRANSPORTS, own_transport
 from game_bridge.protocol import DEFAULT_PORT
 
 
@@ -88,10 +89,23 @@ class TrainConfig:
         DEFAULT_PORT, help="Base TCP port: instance i listens on port + i.", low=1, high=65535
     )
     seed: int = setting(0, help="Seed of PPO and of instance 0 (instance i gets seed + i).", low=0)
+    game: str = setting(
+        "lander",
+        help="The bundled game: lander (follow a cursor), or stroke (correct a noisy pen; "
+        "--game-arg reward_mode=delayed scores whole strokes).",
+        choices=BUNDLED_GAMES,
+    )
     game_bin: str | None = setting(
         None,
-        help="A game executable speaking the Godot RL Agents protocol.",
+        help="A game executable speaking the Godot RL Agents protocol (instead of --game).",
         shown="the bundled game",
+    )
+    transport: str | None = setting(
+        None,
+        help="How the games talk: tcp (frames on a port each) or stdio (a JSON line a "
+        "message on stdin/stdout).",
+        choices=TRANSPORTS,
+        shown="the game's own: stdio for stroke, else tcp",
     )
     game_args: dict[str, str] = setting(
         help="Game setting KEY=VALUE, passed to the game as --KEY=VALUE (repeatable).",
@@ -191,6 +205,11 @@ class TrainConfig:
         """Agents stepped together: instances x agents per instance."""
         return self.n_parallel * self.agents_per_instance
 
+    @property
+    def game_transport(self) -> str:
+        """The transport the games are spoken to with: ``--transport``, else the game's own."""
+        return self.transport or own_transport(self.game, self.game_bin)
+
     def validate(self) -> TrainConfig:
         """Check every setting against its declaration (finite, bounds, choices), then the
         settings that depend on each other; :class:`ConfigError` names the offender."""
@@ -210,7 +229,7 @@ class TrainConfig:
                     raise ConfigError(f"{flag} must be {least}, got {value:g}")
                 if meta.get("high") is not None and value > meta["high"]:
                     raise ConfigError(f"{flag} must be at most {meta['high']:,}, got {value:,}")
-            if meta.get("choices") and value not in meta["choices"]:
+            if meta.get("choices") and value is not None and value not in meta["choices"]:
                 raise ConfigError(
                     f"{flag} must be one of {', '.join(meta['choices'])}, got {value!r}"
                 )
@@ -220,6 +239,12 @@ class TrainConfig:
             )
         if self.cluster is not None and self.in_process:
             raise ConfigError("--in-process trains without games: it cannot use --cluster")
+        if self.game_bin is not None and self.game != "lander":
+            raise ConfigError(
+                f"--game {self.game} names a bundled game and --game-bin another: give one"
+            )
+        if self.cluster is not None and self.game_transport == "stdio":
+            raise ConfigError("stdio games run on the trainer's machine: --cluster needs tcp")
         if self.port > 65535 - self.n_parallel:
             raise ConfigError(
                 f"port must leave room for {self.n_parallel} instances below 65536, got {self.port}"

@@ -1,7 +1,7 @@
 """Building the vectorized environment a run trains on, from its configuration.
 
-Through the bridge (N game processes over TCP) by default, or in-process on
-``Lander-v0`` with the same ``num_envs`` (``--in-process``), wrapped the same way
+Through the bridge (N game processes over TCP or stdio) by default, or in-process on
+``Lander-v0`` or ``Stroke-v0`` with the same ``num_envs`` (``--in-process``), wrapped the same way
 either way so PPO and its logs cannot tell the difference.
 """
 
@@ -14,9 +14,10 @@ from typing import Any
 import gymnasium
 from stable_baselines3.common.vec_env import DummyVecEnv, VecEnv, VecMonitor, VecNormalize
 
-from game_bridge import LANDER_ENV_ID
+from game_bridge import LANDER_ENV_ID, STROKE_ENV_ID
 from game_bridge.lander_game import gym_env  # noqa: F401  (registers Lander-v0)
 from game_bridge.launcher import LaunchConfig, game_command
+from game_bridge.stroke_game import gym_env as _stroke_env  # noqa: F401  (registers Stroke-v0)
 from game_bridge.vec_env import GameVecEnv
 from training.config import TrainConfig
 
@@ -31,7 +32,8 @@ def launch_config(config: TrainConfig, output_dir: Path | None = None) -> Launch
         cluster = GameCluster(config.cluster, config.instances_per_node)
     return LaunchConfig(
         cluster=cluster,
-        command=game_command(config.game_bin),
+        command=game_command(config.game_bin, config.game),
+        transport=config.game_transport,
         n_instances=config.n_parallel,
         base_port=config.port,
         seed=config.seed,
@@ -46,16 +48,22 @@ def launch_config(config: TrainConfig, output_dir: Path | None = None) -> Launch
 
 def _in_process_env(config: TrainConfig) -> VecEnv:
     kwargs: dict[str, Any] = {}
-    if "action_type" in config.game_args:
-        kwargs["action_type"] = config.game_args["action_type"]
-    if "difficulty" in config.game_args:
-        kwargs["difficulty"] = int(config.game_args["difficulty"])
-    if config.action_repeat is not None:
-        kwargs["action_repeat"] = config.action_repeat
+    if config.game == "stroke":
+        env_id = STROKE_ENV_ID
+        if "reward_mode" in config.game_args:
+            kwargs["reward_mode"] = config.game_args["reward_mode"]
+    else:
+        env_id = LANDER_ENV_ID
+        if "action_type" in config.game_args:
+            kwargs["action_type"] = config.game_args["action_type"]
+        if "difficulty" in config.game_args:
+            kwargs["difficulty"] = int(config.game_args["difficulty"])
+        if config.action_repeat is not None:
+            kwargs["action_repeat"] = config.action_repeat
 
     def make() -> Callable[[], gymnasium.Env[Any, Any]]:
         def build() -> gymnasium.Env[Any, Any]:
-            return gymnasium.make(LANDER_ENV_ID, **kwargs)
+            return gymnasium.make(env_id, **kwargs)
 
         return build
 

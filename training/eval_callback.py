@@ -8,7 +8,7 @@ from collections.abc import Callable
 from stable_baselines3.common.vec_env import VecNormalize
 
 from training.callbacks import EveryNSteps
-from training.evaluation import EvalResult, LanderSettings, evaluate_on_lander, model_policy
+from training.evaluation import EvalResult, GameSettings, evaluate_in_process, model_policy
 
 
 class PeriodicEvaluation(EveryNSteps):
@@ -16,7 +16,7 @@ class PeriodicEvaluation(EveryNSteps):
 
     :param every: steps between evaluations.
     :param episodes: episodes per evaluation.
-    :param settings: the bundled game's settings (action type, repeat, difficulty).
+    :param settings: the bundled game's settings (which game, and how it was configured).
     :param normalizer: observation statistics of the training env, if any.
     :param on_result: receives (timesteps, result) after each evaluation.
     """
@@ -25,7 +25,7 @@ class PeriodicEvaluation(EveryNSteps):
         self,
         every: int,
         episodes: int,
-        settings: LanderSettings,
+        settings: GameSettings,
         normalizer: VecNormalize | None = None,
         on_result: Callable[[int, EvalResult], None] | None = None,
     ) -> None:
@@ -37,7 +37,7 @@ class PeriodicEvaluation(EveryNSteps):
         self.results: list[tuple[int, EvalResult]] = []
 
     def _on_due(self) -> None:
-        result = evaluate_on_lander(
+        result = evaluate_in_process(
             model_policy(self.model, self.normalizer), self.episodes, settings=self.settings
         )
         self.results.append((self.num_timesteps, result))

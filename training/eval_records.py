@@ -31,11 +31,16 @@ BUNDLED_GAME = "lander"
 
 def game_name(trained: dict[str, Any], game_bin: str | Path | None = None) -> str:
     """The game an evaluation was measured on: the executable's file name, or the
-    bundled game with its difficulty (a harder lander is another game to champion)."""
+    bundled game with its difficulty or reward mode (a harder lander, or strokes scored
+    at their end, is another game to champion)."""
     chosen = game_bin if game_bin is not None else trained.get("game_bin")
     if chosen is not None:
         return Path(str(chosen)).name
-    difficulty = str((trained.get("game_args") or {}).get("difficulty", "1"))
+    game_args = trained.get("game_args") or {}
+    if trained.get("game") == "stroke":
+        mode = game_args.get("reward_mode", "step")
+        return "stroke" if mode == "step" else f"stroke ({mode} rewards)"
+    difficulty = str(game_args.get("difficulty", "1"))
     return BUNDLED_GAME if difficulty == "1" else f"{BUNDLED_GAME} (difficulty {difficulty})"
 
 

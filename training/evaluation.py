@@ -1,6 +1,7 @@
-"""Scoring a policy on the bundled game: mean and spread of episode returns,
+"""Scoring a policy on a bundled game: mean and spread of episode returns,
 success rate, and a normalized score where the random policy is 0 and the
-hand-written reference controller is 1.
+game's reference controller is 1 (the lander's hand-written pilot, the stroke
+game's tuned filter).
 
 Episodes run batched in-process on the game's own physics, one agent per
 episode, so an evaluation of 64 episodes costs about one episode of wall time.
@@ -25,6 +26,8 @@ from game_bridge.lander_game.controllers import (
     reference_discrete_actions,
 )
 from game_bridge.lander_game.physics import LanderPhysics
+from game_bridge.stroke_game.controllers import random_points, reference_points
+from game_bridge.stroke_game.world import STROKE_STEPS, StrokeWorld
 
 Policy = Callable[[Any], np.ndarray]
 """Maps a batch of observations ((K, size), or a dict of keys for a game with several) to
@@ -40,7 +43,7 @@ class EvalResult:
     :param success_rate: fraction of episodes ending on target; None when the game never
         reported success (``info["is_success"]``), as training shows ``-``.
     :param episodes: episodes played.
-    :param normalized_score: (mean - random) / (reference - random); None off the bundled game.
+    :param normalized_score: (mean - random) / (reference - random); None off the bundled games.
     """
 
     mean_reward: float
@@ -65,7 +68,7 @@ class EvalResult:
 
 @dataclass(frozen=True)
 class LanderSettings:
-    """The bundled game's settings an evaluation runs with."""
+    """The bundled lander's settings an evaluation runs with."""
 
     discrete: bool = False
     action_repeat: int = 6
@@ -80,59 +83,92 @@ class LanderSettings:
             difficulty=int(game_args.get("difficulty", 1)),
         )
 
+    def play(self, policy: Policy, episodes: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+        """Play ``episodes`` episodes at once, one agent each; return (returns, successes)."""
+        physics = LanderPhysics(episodes, seed, self.action_repeat, self.discrete, self.difficulty)
+        returns = np.zeros(episodes)
+        successes = np.zeros(episodes, dtype=bool)
+        running = np.ones(episodes, dtype=bool)
+        obs = physics.observe()
+        while running.any():
+            result = physics.step(policy(obs))
+            returns += np.where(running, result.reward, 0.0)
+            ended = running & (result.terminated | result.truncated)
+            successes |= ended & result.success
+            running &= ~ended
+            obs = result.obs
+        return returns, successes
 
-def play_episodes(
-    policy: Policy, episodes: int, seed: int, settings: LanderSettings
-) -> tuple[np.ndarray, np.ndarray]:
-    """Play ``episodes`` episodes at once, one agent each; return (returns, successes)."""
-    physics = LanderPhysics(
-        episodes, seed, settings.action_repeat, settings.discrete, settings.difficulty
-    )
-    returns = np.zeros(episodes)
-    successes = np.zeros(episodes, dtype=bool)
-    running = np.ones(episodes, dtype=bool)
-    obs = physics.observe()
-    while running.any():
-        result = physics.step(policy(obs))
-        returns += np.where(running, result.reward, 0.0)
-        ended = running & (result.terminated | result.truncated)
-        successes |= ended & result.success
-        running &= ~ended
-        obs = result.obs
-    return returns, successes
+    def baseline_policies(self, rng: np.random.Generator) -> tuple[Policy, Policy]:
+        """The random policy (score 0) and the reference controller (score 1)."""
+        reference = reference_discrete_actions if self.discrete else reference_actions
+        return (lambda o: random_actions(rng, len(o), self.discrete)), reference
+
+
+@dataclass(frozen=True)
+class StrokeSettings:
+    """The stroke game's settings an evaluation runs with."""
+
+    reward_mode: str = "step"
+
+    def play(self, policy: Policy, episodes: int, seed: int) -> tuple[np.ndarray, None]:
+        """Correct ``episodes`` strokes at once, one pen each; return (returns, None: a
+        stroke has no success)."""
+        world = StrokeWorld(episodes, seed, self.reward_mode)
+        returns = np.zeros(episodes)
+        obs = world.observe()
+        for _ in range(STROKE_STEPS):
+            result = world.step(policy(obs))
+            returns += result.reward
+            obs = result.obs
+        return returns, None
+
+    def baseline_policies(self, rng: np.random.Generator) -> tuple[Policy, Policy]:
+        """Random points (score 0) and the tuned filter (score 1)."""
+        return (lambda o: random_points(rng, len(o))), reference_points
+
+
+GameSettings = LanderSettings | StrokeSettings
+"""The settings of a bundled game, which knows how to play episodes in-process."""
+
+
+def game_settings(
+    game: str, game_args: dict[str, str], action_repeat: int | None = None
+) -> GameSettings:
+    """The evaluation settings of the bundled ``game`` as a run configured it."""
+    if game == "stroke":
+        return StrokeSettings(reward_mode=game_args.get("reward_mode", "step"))
+    return LanderSettings.from_game(game_args, action_repeat)
 
 
 @cache
-def baselines(episodes: int, seed: int, settings: LanderSettings) -> tuple[float, float]:
+def baselines(episodes: int, seed: int, settings: GameSettings) -> tuple[float, float]:
     """Mean returns of the random policy and of the reference controller."""
-    rng = np.random.default_rng(seed)
-    random_returns, _ = play_episodes(
-        lambda o: random_actions(rng, len(o), settings.discrete), episodes, seed, settings
-    )
-    reference = reference_discrete_actions if settings.discrete else reference_actions
-    reference_returns, _ = play_episodes(reference, episodes, seed, settings)
+    random_policy, reference = settings.baseline_policies(np.random.default_rng(seed))
+    random_returns, _ = settings.play(random_policy, episodes, seed)
+    reference_returns, _ = settings.play(reference, episodes, seed)
     return float(random_returns.mean()), float(reference_returns.mean())
 
 
 def normalized_score(
-    mean_reward: float, settings: LanderSettings, episodes: int = 200, seed: int = 12345
+    mean_reward: float, settings: GameSettings, episodes: int = 200, seed: int = 12345
 ) -> float:
     """Where ``mean_reward`` lies between the random policy (0) and the reference controller (1)."""
     random_mean, reference_mean = baselines(episodes, seed, settings)
     return (mean_reward - random_mean) / (reference_mean - random_mean)
 
 
-def evaluate_on_lander(
-    policy: Policy, episodes: int, seed: int = 1000, settings: LanderSettings | None = None
+def evaluate_in_process(
+    policy: Policy, episodes: int, seed: int = 1000, settings: GameSettings | None = None
 ) -> EvalResult:
-    """Evaluate ``policy`` on ``episodes`` episodes of the bundled game."""
+    """Evaluate ``policy`` on ``episodes`` episodes of a bundled game (the lander by default)."""
     settings = settings or LanderSettings()
-    returns, successes = play_episodes(policy, episodes, seed, settings)
+    returns, successes = settings.play(policy, episodes, seed)
     mean = float(returns.mean())
     return EvalResult(
         mean,
         float(returns.std()),
-        float(successes.mean()),
+        None if successes is None else float(successes.mean()),
         episodes,
         normalized_score(mean, settings),
     )

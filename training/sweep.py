@@ -21,7 +21,7 @@ from stable_baselines3.common.callbacks import BaseCallback
 from training.bots import evaluate_target, export_run, run_target
 from training.eval_callback import PeriodicEvaluation
 from training.eval_records import game_name, record_evaluation
-from training.evaluation import EvalResult, LanderSettings
+from training.evaluation import EvalResult, game_settings
 from training.run_paths import RunPaths, validate_run_name
 from training.run_record import RunRecord, now_iso
 from training.search_space import sample
@@ -208,8 +208,10 @@ def run_sweep(
     study = open_study(sweep.root, sweep.name, int(base_overrides.get("seed", 0)))
     done = sum(1 for trial in study.trials if trial.state in FINISHED_STATES)
     eval_every = int(base_overrides.get("eval_every") or max(sweep.timesteps_per_trial // 4, 1))
-    settings = LanderSettings.from_game(
-        base_overrides.get("game_args", {}), base_overrides.get("action_repeat")
+    settings = game_settings(
+        base_overrides.get("game", "lander"),
+        base_overrides.get("game_args", {}),
+        base_overrides.get("action_repeat"),
     )
 
     def objective(trial: optuna.Trial) -> float:

@@ -59,7 +59,7 @@ from training.config import (
 from training.environments import game_env_of, make_vec_env, wrap_normalization
 from training.eval_callback import PeriodicEvaluation
 from training.eval_records import owns_run
-from training.evaluation import EvalResult, LanderSettings
+from training.evaluation import EvalResult, game_settings
 from training.local_state import checkout_id, live_bot_path
 from training.policy_tweaks import reset_action_std
 from training.run_paths import RunPaths
@@ -485,7 +485,7 @@ def _periodic_evaluation(
         if best is None or result.mean_reward > best["mean_reward"]:
             record.extra["best_evaluation"] = {"timesteps": steps, **result.to_dict()}
 
-    settings = LanderSettings.from_game(config.game_args, config.action_repeat)
+    settings = game_settings(config.game, config.game_args, config.action_repeat)
     return [PeriodicEvaluation(config.eval_every, config.eval_episodes, settings, normalizer, keep)]
 
 
@@ -558,11 +558,13 @@ def _announce(
     console: Console, log: Callable[[str], None], plan: TrainPlan, request: TrainRequest, model: PPO
 ) -> None:
     config = plan.config
-    where = (
-        "in-process Lander-v0"
-        if config.in_process
-        else f"{config.n_parallel} game instance(s) from port {config.port}"
-    )
+    game = Path(config.game_bin).name if config.game_bin else config.game
+    if config.in_process:
+        where = f"in-process {'Stroke-v0' if config.game == 'stroke' else 'Lander-v0'}"
+    elif config.game_transport == "stdio":
+        where = f"{config.n_parallel} {game} instance(s) on stdio"
+    else:
+        where = f"{config.n_parallel} {game} instance(s) from port {config.port}"
     origin = (
         f"resuming from {plan.resume_point.model} at {model.num_timesteps:,} steps"
         if plan.resume_point

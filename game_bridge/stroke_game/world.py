@@ -112,6 +112,11 @@ class StrokeWorld:
         outputs = self.outputs[np.arange(self.n)[:, None], mine].reshape(self.n, -1)
         return np.concatenate([raw, outputs], axis=1).astype(np.float32)
 
+    def pens(self) -> np.ndarray:
+        """Where each pen truly is at this step (what the corrected point should be)."""
+        t = np.minimum(self.t, STROKE_STEPS - 1)
+        return self.true[np.arange(self.n), t + self._margin].astype(np.float32)
+
     def step(self, actions: np.ndarray) -> StrokeStep:
         """Place each pen's corrected point (clipped to [-1, 1]) for this step."""
         points = np.clip(np.asarray(actions, dtype=np.float64).reshape(self.n, 2), -1.0, 1.0)

@@ -1,0 +1,206 @@
+"""The stdio transport with real game processes: the same fault cases as the TCP
+bridge (exit, hang, garbage, an oversize line, a trickle, a closed output, a wrong
+agent count), restarts, close and orphan handling, and the two bundled games giving
+the same steps on either transport."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from game_bridge.errors import FrameTooLarge, InstanceDied, InstanceTimeout, ProtocolViolation
+from game_bridge.launcher import LaunchConfig, bundled_game_command
+from game_bridge.vec_env import GameVecEnv
+from tests.conftest import find_free_port_block, python_game, wait_until
+
+READ_TIMEOUT = 2.0
+LINE_LIMIT = 100_000
+
+
+def stdio_config(*game_args: str, n_instances: int = 2, **options: object) -> LaunchConfig:
+    return LaunchConfig(
+        command=python_game("faulty_stdio_game.py", *game_args),
+        n_instances=n_instances,
+        transport="stdio",
+        read_timeout=READ_TIMEOUT,
+        max_frame_bytes=LINE_LIMIT,
+        **options,  # type: ignore[arg-type]
+    )
+
+
+FAULTS = [
+    ("die", InstanceDied, "\\(exit code 3\\); last output: injecting fault die"),
+    ("eof", InstanceDied, "the game closed its standard output"),
+    ("hang", InstanceTimeout, "no reply within 2 s"),
+    ("trickle", InstanceTimeout, "no reply within 2 s"),
+    ("oversize", FrameTooLarge, f"limit is {LINE_LIMIT} bytes"),
+    ("garbage", ProtocolViolation, "malformed JSON .*debug: the player jumped"),
+    ("wrongcount", ProtocolViolation, "for 2 agents"),
+]
+
+
+@pytest.mark.parametrize(("fault", "error", "text"), FAULTS, ids=[f[0] for f in FAULTS])
+def test_each_fault_ends_within_its_deadline_with_a_named_error(
+    fault: str, error: type[Exception], text: str
+) -> None:
+    env = GameVecEnv(stdio_config(f"--fault={fault}", "--after=3"))
+    try:
+        env.reset()
+        for _ in range(3):
+            env.step(np.zeros((4, 1), dtype=np.float32))
+        started = time.monotonic()
+        with pytest.raises(error, match=text) as caught:
+            env.step(np.zeros((4, 1), dtype=np.float32))
+        assert time.monotonic() - started < READ_TIMEOUT + 2.0
+        assert str(caught.value).startswith("game instance 0: ")
+    finally:
+        env.close()
+    assert all(instance.exit_code() is not None for instance in env.instances)
+
+
+@pytest.mark.parametrize("fault", ["die", "hang", "garbage", "oversize", "eof"])
+def test_a_faulty_stdio_game_is_restarted_and_its_episodes_end_truncated(
+    tmp_path: Path, fault: str
+) -> None:
+    env = GameVecEnv(
+        stdio_config(f"--fault={fault}", "--after=3", f"--once_marker={tmp_path}"),
+        max_restarts_per_minute=5,
+    )
+    try:
+        env.reset()
+        pids = [instance.process.pid for instance in env.instances if instance.process]
+        for _ in range(3):
+            env.step(np.zeros((4, 1), dtype=np.float32))
+        obs, rewards, dones, infos = env.step(np.zeros((4, 1), dtype=np.float32))
+        assert dones.all() and not rewards.any()
+        assert all(info["TimeLimit.truncated"] for info in infos)
+        assert all(np.array_equal(info["terminal_observation"], [0.0, 0.0]) for info in infos)
+        assert len(env.restarts) == 2
+        assert [i.process.pid for i in env.instances if i.process] != pids
+        for _ in range(20):  # training goes on with the restarted games
+            obs, _, dones, _ = env.step(np.zeros((4, 1), dtype=np.float32))
+        assert not dones.any() and obs.shape == (4, 2)
+    finally:
+        env.close()
+
+
+def test_a_game_that_exits_before_env_info_is_reported_at_once_with_its_stderr() -> None:
+    started = time.monotonic()
+    with pytest.raises(InstanceDied, match=r"exit code 4.*giving up before env_info"):
+        GameVecEnv(stdio_config("--fault=silent", n_instances=1))
+    assert time.monotonic() - started < 5.0
+
+
+def test_a_game_that_ignores_close_is_killed() -> None:
+    env = GameVecEnv(stdio_config("--ignore_close=1", n_instances=1))
+    env.reset()
+    started = time.monotonic()
+    env.close()
+    assert time.monotonic() - started < 10.0
+    assert env.instances[0].exit_code() is not None
+
+
+def test_stdio_games_exit_when_their_trainer_is_killed() -> None:
+    script = (
+        "import time\n"
+        "from game_bridge.launcher import LaunchConfig, bundled_game_command\n"
+        "from game_bridge.vec_env import GameVecEnv\n"
+        "env = GameVecEnv(LaunchConfig(command=bundled_game_command('stroke'), n_instances=2,"
+        " transport='stdio'))\n"
+        "env.reset()\n"
+        "print(' '.join(str(i.process.pid) for i in env.instances), flush=True)\n"
+        "time.sleep(120)\n"
+    )
+    trainer = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    try:
+        assert trainer.stdout is not None
+        pids = [int(pid) for pid in trainer.stdout.readline().split()]
+        assert len(pids) == 2
+        trainer.send_signal(signal.SIGKILL)
+        trainer.wait(timeout=10)
+
+        def gone(pid: int) -> bool:
+            try:
+                with open(f"/proc/{pid}/stat") as stat:
+                    return stat.read().split()[2] == "Z"
+            except FileNotFoundError:
+                return True
+
+        wait_until(lambda: all(gone(pid) for pid in pids), 15.0, "the stdio games to exit")
+    finally:
+        if trainer.poll() is None:
+            trainer.kill()
+
+
+@pytest.mark.parametrize("game", ["stroke", "lander"])
+def test_a_bundled_game_steps_the_same_over_stdio_and_tcp(game: str) -> None:
+    """The transport carries the messages and changes nothing in them."""
+    actions = np.random.default_rng(0).uniform(-1, 1, (150, 6, 2)).astype(np.float32)
+    outcomes = []
+    for transport in ("stdio", "tcp"):
+        env = GameVecEnv(
+            LaunchConfig(
+                command=bundled_game_command(game),
+                n_instances=2,
+                transport=transport,
+                base_port=find_free_port_block(2),
+                game_args={"agents": "3"},
+                fork_bundled=False,
+            )
+        )
+        try:
+            steps = [env.reset()]
+            for action in actions:
+                obs, reward, done, _ = env.step(action)
+                steps.append(np.concatenate([obs.ravel(), reward, done]))
+            outcomes.append(np.concatenate([np.ravel(s) for s in steps]))
+        finally:
+            env.close()
+    assert np.array_equal(outcomes[0], outcomes[1])
+
+
+def test_a_stray_print_of_a_stdio_game_lands_in_its_log(tmp_path: Path) -> None:
+    """The game side points file descriptor 1 at stderr once the channel holds stdout: a
+    print in game code cannot corrupt the protocol."""
+    script = (
+        "import sys\n"
+        "from game_bridge.game_loop import read_arguments, run_game\n"
+        "from game_bridge.stroke_game.client import StrokeGame\n"
+        "class Chatty(StrokeGame):\n"
+        "    def step(self, message):\n"
+        "        print('a stray print from the game')\n"
+        "        return super().step(message)\n"
+        "sys.exit(run_game(Chatty(2, 0, 'step'), read_arguments(sys.argv[1:]), 'chatty', False))\n"
+    )
+    env = GameVecEnv(
+        LaunchConfig(
+            command=[sys.executable, "-c", script],
+            transport="stdio",
+            output_dir=tmp_path,
+            game_args={"agents": "2"},
+        )
+    )
+    try:
+        env.reset()
+        for _ in range(5):
+            env.step(np.zeros((2, 2), dtype=np.float32))
+    finally:
+        env.close()
+    assert "a stray print from the game" in (tmp_path / "game_0.log").read_text()
+
+
+def test_a_stdio_run_refuses_a_cluster_and_the_fork_server() -> None:
+    from game_bridge.errors import LaunchError
+
+    config = LaunchConfig(command=bundled_game_command(), transport="stdio")
+    assert not config.forks_bundled_game and not config.offers_fast_wire
+    assert "--transport=stdio" in config.arguments(0)
+    assert not any(arg.startswith("--port=") for arg in config.arguments(0))
+    with pytest.raises(LaunchError, match="transport must be tcp or stdio"):
+        LaunchConfig(transport="pipes")
