@@ -52,7 +52,7 @@ def test_random_policy_on_a_game_binary_plays_that_game(
         tmp_path, "eval", "--policy", "reference", "--game-bin", str(game), "--port", port
     )
     assert reference.returncode != 0
-    assert "bundled lander game only" in reference.stderr + reference.stdout
+    assert "bundled games only" in reference.stderr + reference.stdout
     assert "Traceback" not in reference.stderr + reference.stdout
 
 

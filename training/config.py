@@ -173,6 +173,11 @@ class TrainConfig:
     normalize_observations: bool = setting(
         False, help="Running mean/std normalisation of observations (saved beside checkpoints)."
     )
+    normalize_rewards: bool = setting(
+        False,
+        help="Scale rewards by the running spread of returns: for rewards far from 1 in size "
+        "(a whole episode's score at its end).",
+    )
     device: str = setting(
         "auto",
         help="auto (CUDA only for image observations), cpu or cuda.",

@@ -97,12 +97,17 @@ def game_env_of(env: VecEnv) -> GameVecEnv | None:
 def wrap_normalization(
     env: VecEnv, config: TrainConfig, saved: Path | None
 ) -> tuple[VecEnv, VecNormalize | None]:
-    """Add observation normalisation when configured, restoring saved statistics."""
-    if not config.normalize_observations:
+    """Add observation and reward normalisation when configured, restoring saved statistics."""
+    if not (config.normalize_observations or config.normalize_rewards):
         return env, None
     if saved is not None and saved.exists():
         normalizer = VecNormalize.load(str(saved), env)
         normalizer.training = True
     else:
-        normalizer = VecNormalize(env, norm_obs=True, norm_reward=False)
+        normalizer = VecNormalize(
+            env,
+            norm_obs=config.normalize_observations,
+            norm_reward=config.normalize_rewards,
+            gamma=config.gamma,
+        )
     return normalizer, normalizer

@@ -26,7 +26,7 @@ from game_bridge.lander_game.controllers import (
     reference_discrete_actions,
 )
 from game_bridge.lander_game.physics import LanderPhysics
-from game_bridge.stroke_game.controllers import random_points, reference_points
+from game_bridge.stroke_game.controllers import random_moves, reference_moves
 from game_bridge.stroke_game.world import STROKE_STEPS, StrokeWorld
 
 Policy = Callable[[Any], np.ndarray]
@@ -124,8 +124,8 @@ class StrokeSettings:
         return returns, None
 
     def baseline_policies(self, rng: np.random.Generator) -> tuple[Policy, Policy]:
-        """Random points (score 0) and the tuned filter (score 1)."""
-        return (lambda o: random_points(rng, len(o))), reference_points
+        """Random moves (score 0) and the tuned filter (score 1)."""
+        return (lambda o: random_moves(rng, len(o))), reference_moves
 
 
 GameSettings = LanderSettings | StrokeSettings

@@ -42,9 +42,8 @@ def play_strokes(
     for _ in range(STROKE_STEPS):
         true.append(world.pens())
         raw.append(obs[:, 2 * WINDOW - 2 : 2 * WINDOW])  # the newest sample
-        points = np.clip(np.asarray(act(obs), dtype=np.float32).reshape(pens, 2), -1.0, 1.0)
-        corrected.append(points)
-        result = world.step(points)
+        result = world.step(np.asarray(act(obs), dtype=np.float32).reshape(pens, 2))
+        corrected.append(world.corrected())
         returns += result.reward
         obs = result.obs
     return StrokeTrace(

@@ -3,7 +3,10 @@
 A pen moves along a smooth stroke (a sum of a few slow sinusoids per axis, in
 [-1, 1]). A sensor reports it late (a few steps of latency), with Gaussian jitter
 and a slow sinusoidal drift. Each step the agent sees a short window of raw
-samples and its own recent outputs and places the corrected point. Two reward
+samples and its own recent outputs and moves the corrected point (at most
+:data:`MOVE` per axis and step; it starts on the sensor's first sample). Moves,
+not positions: holding still or moving at random loses the pen, so neither
+scores well, while a filter that steers toward its estimate of the pen does. Two reward
 modes: ``step`` (minus the distance to the true pen, each step) and ``delayed``
 (nothing until the stroke ends, then a score of the whole corrected stroke against
 the true one: mean distance and smoothness). Deterministic for a seed.
@@ -23,14 +26,16 @@ OUTPUTS = 4
 """Of its own recent outputs the agent sees."""
 OBS_SIZE = 2 * WINDOW + 2 * OUTPUTS
 ACTION_SIZE = 2
-JITTER = 0.08
+JITTER = 0.15
 """Standard deviation of the sensor's Gaussian jitter."""
 DRIFT = 0.04
 """Amplitude of the sensor's slow sinusoidal drift."""
 LATENCIES = (2, 3, 4)
 """Steps the sensor lags, drawn per stroke."""
-SMOOTHNESS_WEIGHT = 4.0
+SMOOTHNESS_WEIGHT = 1.0
 """Weight of the mean second difference of the corrected stroke in the delayed score."""
+MOVE = 0.1
+"""The farthest the corrected point moves per axis in one step (an action of 1)."""
 REWARD_MODES = ("step", "delayed")
 _COMPONENTS = 3  # sinusoids per axis of a stroke
 
@@ -98,7 +103,8 @@ class StrokeWorld:
         raw = lagged + drift + self.rng.normal(0.0, JITTER, true.shape)
         self.true[mask] = true
         self.raw[mask] = np.clip(raw, -1.0, 1.0)
-        self.outputs[mask] = 0.0
+        # The corrected point starts on the sensor's first sample (its history likewise).
+        self.outputs[mask] = self.raw[mask][:, self._margin : self._margin + 1]
         self.t[mask] = 0
 
     def observe(self) -> np.ndarray:
@@ -117,10 +123,17 @@ class StrokeWorld:
         t = np.minimum(self.t, STROKE_STEPS - 1)
         return self.true[np.arange(self.n), t + self._margin].astype(np.float32)
 
+    def corrected(self) -> np.ndarray:
+        """Each pen's corrected point now (its latest output)."""
+        return self.outputs[np.arange(self.n), self.t + OUTPUTS - 1].astype(np.float32)
+
     def step(self, actions: np.ndarray) -> StrokeStep:
-        """Place each pen's corrected point (clipped to [-1, 1]) for this step."""
-        points = np.clip(np.asarray(actions, dtype=np.float64).reshape(self.n, 2), -1.0, 1.0)
+        """Move each pen's corrected point by ``MOVE`` x its action (clipped to [-1, 1]), and
+        keep it in [-1, 1]."""
+        moves = np.clip(np.asarray(actions, dtype=np.float64).reshape(self.n, 2), -1.0, 1.0)
         agents = np.arange(self.n)
+        previous = self.outputs[agents, self.t + OUTPUTS - 1]
+        points = np.clip(previous + MOVE * moves, -1.0, 1.0)
         self.outputs[agents, self.t + OUTPUTS] = points
         truth = self.true[agents, self.t + self._margin]
         distance = np.hypot(*(points - truth).T)
