@@ -34,9 +34,10 @@ def bridge_steps_per_second(
     speedup: float | None = None,
     fast_wire: bool = False,
     cluster: GameCluster | None = None,
+    transport: str = "tcp",
 ) -> float:
     """Env steps per second of GameVecEnv over real game processes (random actions),
-    launched here or, with ``cluster``, on its nodes behind relays."""
+    launched here or, with ``cluster``, on its nodes behind relays; over TCP or stdio."""
     env = GameVecEnv(
         LaunchConfig(
             command=command or bundled_game_command(),
@@ -46,6 +47,7 @@ def bridge_steps_per_second(
             game_args={"agents": str(agents)},
             fast_wire=fast_wire,
             cluster=cluster,
+            transport=transport,
         )
     )
     try:

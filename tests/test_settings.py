@@ -59,6 +59,10 @@ def _changed(item_name: str, default: Any, tmp_path: Path) -> tuple[list[str], A
         return [flag, str(game)], str(game.resolve())
     if item_name == "device":
         return [flag, "cpu"], "cpu"
+    if item_name == "game":
+        return [flag, "stroke"], "stroke"
+    if item_name == "transport":
+        return [flag, "stdio"], "stdio"
     if item_name == "cluster":
         return [flag, "10.0.0.5:6379"], "10.0.0.5:6379"
     if item_name == "instances_per_node":

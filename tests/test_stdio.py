@@ -204,3 +204,29 @@ def test_a_stdio_run_refuses_a_cluster_and_the_fork_server() -> None:
     assert not any(arg.startswith("--port=") for arg in config.arguments(0))
     with pytest.raises(LaunchError, match="transport must be tcp or stdio"):
         LaunchConfig(transport="pipes")
+
+
+def test_the_minimal_game_in_the_docs_trains_over_stdio(tmp_path: Path) -> None:
+    """docs/protocol.md's game, copied as a user would, trains with ``--transport stdio``."""
+    import json
+
+    from game_bridge.bot_runner import BotRunner
+    from tests.conftest import REPO_ROOT
+    from tests.test_operations import lander
+
+    text = (REPO_ROOT / "docs" / "protocol.md").read_text()
+    block = text.split("<!-- stdio-example -->", 1)[1].split("```python\n", 1)[1]
+    game = tmp_path / "echo_game.py"
+    game.write_text(block.split("```", 1)[0].replace("/usr/bin/env python3", sys.executable))
+    game.chmod(0o755)
+    result = lander(
+        tmp_path, "train", "echo", "--game-bin", str(game), "--transport", "stdio",
+        "--timesteps", "30000", "--n-parallel", "4", "--no-git", timeout=300,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "4 echo_game.py instance(s) on stdio" in result.stdout
+    record = json.loads((tmp_path / "checkpoints" / "echo" / "run.json").read_text())
+    assert record["config"]["transport"] == "stdio" and record["status"] == "finished"
+    bot = BotRunner.from_file(tmp_path / "bots" / "echo.json")
+    targets = np.linspace(-0.9, 0.9, 19, dtype=np.float32).reshape(-1, 1)
+    assert np.abs(bot.act(targets).ravel() - targets.ravel()).mean() < 0.15  # it learned

@@ -65,7 +65,7 @@ def test_a_run_records_the_agents_its_game_declares(
         "8", "--timesteps", "256", "--no-git",
     )  # fmt: skip
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "6 envs on 2 game instance(s)" in result.stdout
+    assert "6 envs on 2 game.x86_64 instance(s)" in result.stdout
     assert "the game declares 3 agent(s) per instance" in result.stdout
     record = RunRecord.load(RunPaths(tmp_path, "fixed").run_json)
     assert record.config.agents_per_instance == 3
