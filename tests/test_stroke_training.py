@@ -85,3 +85,30 @@ def test_a_stroke_run_exports_evaluates_and_plays(tmp_path: Path) -> None:
     bad = lander(tmp_path, "train", "s2", "--game", "stroke", "--game-bin", "/bin/true")
     assert bad.returncode != 0 and "give one" in bad.stdout + bad.stderr
     assert "Traceback" not in bad.stdout + bad.stderr
+
+
+def test_start_trains_the_stroke_game_in_tmux_without_a_lander_page(
+    checkout: tuple[Path, Path], tmux_socket: str
+) -> None:
+    """``lander start RUN --game stroke``: the run trains in its session over stdio; no live
+    page is served (the page flies the lander, not strokes)."""
+    import libtmux
+
+    from tests.conftest import find_free_port_block, wait_until
+
+    work, _ = checkout
+    started = lander(
+        work, "start", "pens", "--game", "stroke", "--timesteps", "2048", "--n-parallel", "2",
+        "--no-git", "--tb-host", "127.0.0.1", "--tb-port", str(find_free_port_block(1)),
+        socket=tmux_socket,
+    )  # fmt: skip
+    assert started.returncode == 0, started.stdout + started.stderr
+    assert "live page" not in started.stdout
+    record = work / "checkpoints" / "pens" / "run.json"
+    wait_until(
+        lambda: record.exists() and '"status": "finished"' in record.read_text(), 120, "the run"
+    )
+    assert json.loads(record.read_text())["config"]["game"] == "stroke"
+    session = libtmux.Server(socket_name=tmux_socket).sessions.get(session_name="lander-pens")
+    assert {window.window_name for window in session.windows} == {"train"}
+    wait_until((work / "bots" / "pens.json").exists, 60, "the run's bot")
