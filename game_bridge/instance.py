@@ -86,13 +86,15 @@ class GameInstance:
         self.output_path: Path | None = None
         self._output_file: IO[bytes] | None = None
         self._conn: socket.socket | None = None
-        self._reader: protocol.FrameReader | protocol.LineReader = protocol.FrameReader(
-            self._recv, max_frame_bytes
-        )
+        self._reader = self._make_reader(max_frame_bytes)
         self._deadline = 0.0  # of the reply being read
         self.faulted = False
         self.refused = 0  # connections from processes that are not this game
         self.listener = self._open_listener(host, port)
+
+    def _make_reader(self, max_bytes: int) -> protocol.FrameReader:
+        """What reads the game's messages off the connection: length-prefixed frames."""
+        return protocol.FrameReader(self._recv, max_bytes)
 
     def _open_listener(self, host: str, port: int) -> socket.socket | None:
         """The port the game will connect to (None for a game that needs none)."""
@@ -128,12 +130,13 @@ class GameInstance:
         self.output_path = output_path
         # Append: a restarted instance keeps the output of the one it replaces.
         self._output_file = output_path.open("ab")
+        stdin, stdout, stderr = self._streams(self._output_file)
         try:
-            self.process = subprocess.Popen(
+            process = subprocess.Popen(
                 command,
-                stdin=subprocess.DEVNULL,
-                stdout=self._output_file,
-                stderr=subprocess.STDOUT,
+                stdin=stdin,
+                stdout=stdout,
+                stderr=stderr,
                 start_new_session=True,
                 preexec_fn=die_with_this_process(),
             )
@@ -142,6 +145,15 @@ class GameInstance:
             raise LaunchError(
                 self.index, f"cannot start {command[0]!r}: {exc.strerror or exc}"
             ) from None
+        self._adopt(process)
+
+    def _streams(self, log: IO[bytes]) -> tuple[Any, Any, Any]:
+        """The game's stdin, stdout and stderr: nothing to read, both outputs to its log."""
+        return subprocess.DEVNULL, log, subprocess.STDOUT
+
+    def _adopt(self, process: subprocess.Popen[bytes]) -> None:
+        """Keep the started process."""
+        self.process = process
 
     def start_forked(self, argv: list[str], output_path: Path) -> None:
         """Fork the bundled game from this trainer's fork server (see
@@ -268,18 +280,21 @@ class GameInstance:
         if _stop_waiting.is_set():
             raise Interrupted(self.index, "stopped while waiting for the game")
 
+    def _check_deadline(self) -> None:
+        """Checked before every read, not only when one times out: a game that trickles a
+        byte at a time must not hold a step past its deadline."""
+        if time.monotonic() > self._deadline:
+            raise InstanceTimeout(
+                self.index,
+                f"no reply within {self.read_timeout:g} s (the game hangs or is too slow)",
+            )
+
     def _recv(self, size: int) -> bytes:
         """One read for the frame reader: waits in slices until data, the end of the
         stream (b""), a dead process or the reply's deadline."""
         assert self._conn is not None
         while True:
-            # Checked before every read, not only when one times out: a game that
-            # trickles a byte at a time must not hold a step past its deadline.
-            if time.monotonic() > self._deadline:
-                raise InstanceTimeout(
-                    self.index,
-                    f"no reply within {self.read_timeout:g} s (the game hangs or is too slow)",
-                )
+            self._check_deadline()
             try:
                 return self._conn.recv(size)
             except (BlockingIOError, TimeoutError):

@@ -210,7 +210,7 @@ def encode_line(message: dict[str, Any]) -> bytes:
     return encode_json(message) + b"\n"
 
 
-class LineReader:
+class LineReader(FrameReader):
     """Reads the stdio transport's messages, one JSON text per line, from a byte stream
     (a game's standard output, or a game's view of its standard input). Blank lines are
     skipped; a line longer than ``max_bytes`` is refused before it is all read.
@@ -219,13 +219,7 @@ class LineReader:
     :param max_bytes: the longest line accepted, without its newline.
     """
 
-    def __init__(
-        self, recv: Callable[[int], bytes], max_bytes: int = DEFAULT_MAX_FRAME_BYTES
-    ) -> None:
-        self._recv = recv
-        self._max_bytes = max_bytes
-        self._buffer = bytearray()
-        self._scanned = 0  # bytes of the buffer known to hold no newline
+    _scanned = 0  # bytes at the buffer's start known to hold no newline
 
     def body(self) -> bytes:
         """The next non-blank line, without its line ending.
@@ -258,10 +252,6 @@ class LineReader:
                 )
             if line:
                 return line
-
-    def message(self) -> dict[str, Any]:
-        """The next line as a JSON message."""
-        return decode_body(self.body())
 
 
 def send_message(sock: socket.socket, message: dict[str, Any]) -> None:

@@ -15,12 +15,11 @@ import select
 import subprocess
 import time
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from game_bridge import protocol
 from game_bridge.errors import InstanceDied, InstanceTimeout, LaunchError
 from game_bridge.instance import _POLL_SLICE_S, GameInstance
-from game_bridge.orphans import die_with_this_process
 
 _SLICE_MS = int(_POLL_SLICE_S * 1000)
 
@@ -40,7 +39,6 @@ class StdioInstance(GameInstance):
         max_line_bytes: int = protocol.DEFAULT_MAX_FRAME_BYTES,
     ) -> None:
         super().__init__(index, 0, "", read_timeout, max_line_bytes)
-        self._reader = protocol.LineReader(self._recv, max_line_bytes)
         self._to_game: int | None = None  # the write end of the game's stdin
         self._from_game: int | None = None  # the read end of its stdout
         self._readable = select.poll()
@@ -51,29 +49,19 @@ class StdioInstance(GameInstance):
     def _open_listener(self, host: str, port: int) -> None:
         return None  # nothing to connect to: the pipes exist from the start
 
-    def start(self, command: list[str], output_path: Path) -> None:
-        """Launch the game with pipes on its standard input and output; its standard error
-        is appended to ``output_path``."""
-        output_path.parent.mkdir(parents=True, exist_ok=True)
-        self.output_path = output_path
-        self._output_file = output_path.open("ab")
-        try:
-            process = subprocess.Popen(
-                command,
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                stderr=self._output_file,
-                start_new_session=True,
-                preexec_fn=die_with_this_process(),
-            )
-        except OSError as exc:
-            self._output_file.close()
-            raise LaunchError(
-                self.index, f"cannot start {command[0]!r}: {exc.strerror or exc}"
-            ) from None
+    def _make_reader(self, max_bytes: int) -> protocol.FrameReader:
+        """Lines, not frames."""
+        return protocol.LineReader(self._recv, max_bytes)
+
+    def _streams(self, log: IO[bytes]) -> tuple[Any, Any, Any]:
+        """Pipes on the game's stdin and stdout; its stderr to its log."""
+        return subprocess.PIPE, subprocess.PIPE, log
+
+    def _adopt(self, process: subprocess.Popen[bytes]) -> None:
+        """Keep the process and take its pipes as raw, non-blocking descriptors: no Python
+        buffering between the game and the deadlines (the file objects are let go, so
+        nothing closes the descriptors twice)."""
         assert process.stdin is not None and process.stdout is not None
-        # Raw, non-blocking descriptors: no Python buffering between the game and the
-        # deadlines; the file objects are detached so they never close them twice.
         self._to_game = os.dup(process.stdin.fileno())
         self._from_game = os.dup(process.stdout.fileno())
         process.stdin.close()
@@ -130,11 +118,7 @@ class StdioInstance(GameInstance):
         output (b""), a dead process or the reply's deadline."""
         assert self._from_game is not None
         while True:
-            if time.monotonic() > self._deadline:
-                raise InstanceTimeout(
-                    self.index,
-                    f"no reply within {self.read_timeout:g} s (the game hangs or is too slow)",
-                )
+            self._check_deadline()
             try:
                 return os.read(self._from_game, size)
             except BlockingIOError:

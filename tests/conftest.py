@@ -61,6 +61,15 @@ def game_executable(path: Path, command: list[str]) -> Path:
     return path
 
 
+def exited(pid: int) -> bool:
+    """True when process ``pid`` is gone; a zombie counts (it has exited, only unreaped)."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().split()[2] == "Z"
+    except FileNotFoundError:
+        return True
+
+
 def wait_until(condition: Callable[[], bool], timeout: float, what: str) -> None:
     """Poll ``condition`` until it holds, failing the test after ``timeout`` seconds."""
     deadline = time.monotonic() + timeout

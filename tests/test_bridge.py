@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
 import sys
@@ -23,7 +22,7 @@ from game_bridge.errors import (
 from game_bridge.lander_game.physics import LanderPhysics
 from game_bridge.launcher import LaunchConfig
 from game_bridge.vec_env import GameVecEnv
-from tests.conftest import GAMES_DIR, game_executable, python_game, wait_until
+from tests.conftest import GAMES_DIR, exited, game_executable, python_game, wait_until
 
 
 @pytest.mark.parametrize("fast_wire", [False, True], ids=["json", "binary"])
@@ -186,16 +185,21 @@ def test_game_that_ignores_close_is_killed(port_block: Callable[[int], int]) -> 
     assert env.instances[0].exit_code() is not None
 
 
-@pytest.mark.parametrize("forked", [True, False], ids=["forked", "launched"])
+@pytest.mark.parametrize(
+    ("forked", "transport"),
+    [(True, "tcp"), (False, "tcp"), (False, "stdio")],
+    ids=["forked", "launched", "stdio"],
+)
 def test_games_exit_by_themselves_when_the_trainer_is_killed(
-    port_block: Callable[[int], int], forked: bool
+    port_block: Callable[[int], int], forked: bool, transport: str
 ) -> None:
     script = (
         "import sys, time\n"
         "from game_bridge import forked_games\n"
         "from game_bridge.launcher import LaunchConfig\n"
         "from game_bridge.vec_env import GameVecEnv\n"
-        f"config = LaunchConfig(n_instances=2, base_port={port_block(2)}, fork_bundled={forked})\n"
+        f"config = LaunchConfig(n_instances=2, base_port={port_block(2)}, fork_bundled={forked},"
+        f" transport={transport!r})\n"
         "env = GameVecEnv(config)\n"
         "env.reset()\n"
         "pids = [i.process.pid for i in env.instances]\n"
@@ -212,19 +216,11 @@ def test_games_exit_by_themselves_when_the_trainer_is_killed(
         trainer.send_signal(signal.SIGKILL)
         trainer.wait(timeout=10)
 
-        def all_gone() -> bool:
-            gone = True
-            for pid in pids:
-                try:
-                    os.kill(pid, 0)
-                    # A zombie is gone for our purpose: it has exited, only unreaped.
-                    with open(f"/proc/{pid}/stat") as stat:
-                        gone &= stat.read().split()[2] == "Z"
-                except (ProcessLookupError, FileNotFoundError):
-                    pass
-            return gone
-
-        wait_until(all_gone, 15.0, "game processes to exit after the trainer was killed")
+        wait_until(
+            lambda: all(exited(pid) for pid in pids),
+            15.0,
+            "game processes to exit after the trainer was killed",
+        )
     finally:
         if trainer.poll() is None:
             trainer.kill()
