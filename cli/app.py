@@ -13,7 +13,7 @@ import typer
 from cli import train_flags as flags
 from cli.console import console, error_console, fail
 from cli.paths import project_root
-from game_bridge import BUNDLED_GAMES
+from game_bridge import BUNDLED_GAMES, TRANSPORTS
 from game_bridge.errors import BridgeError
 from game_bridge.instance import interrupt_waits
 from game_bridge.protocol import DEFAULT_PORT
@@ -150,6 +150,14 @@ def evaluate(
             help="The bundled game --policy random|reference plays (a bot knows its own).",
         ),
     ] = "lander",
+    transport: Annotated[
+        str | None,
+        typer.Option(
+            metavar="tcp|stdio",
+            help="How --game-bin talks [default: as the bot trained, else tcp].",
+            show_default=False,
+        ),
+    ] = None,
     publish: Annotated[
         bool,
         typer.Option(
@@ -166,8 +174,10 @@ def evaluate(
 
     if game not in BUNDLED_GAMES:
         fail(f"--game must be one of {', '.join(BUNDLED_GAMES)}, got {game!r}")
+    if transport is not None and transport not in TRANSPORTS:
+        fail(f"--transport must be one of {', '.join(TRANSPORTS)}, got {transport!r}")
     evaluate_and_report(
-        project_root(), target, episodes, policy, game_bin, port, seed, publish, game
+        project_root(), target, episodes, policy, game_bin, port, seed, publish, game, transport
     )
 
 

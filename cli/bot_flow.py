@@ -47,7 +47,13 @@ def export_and_report(root: Path, run: str, checkpoint: Path | None) -> None:
 
 
 def _baseline(
-    policy: str, episodes: int, seed: int, game_bin: Path | None, port: int, game: str
+    policy: str,
+    episodes: int,
+    seed: int,
+    game_bin: Path | None,
+    port: int,
+    game: str,
+    transport: str | None,
 ) -> None:
     """Score the random or reference policy on the game asked for: a bundled game
     in-process, or ``game_bin`` through the bridge (random actions of its own spaces)."""
@@ -66,7 +72,14 @@ def _baseline(
     from training.evaluation import evaluate_through_bridge
 
     try:
-        env = GameVecEnv(LaunchConfig(command=game_command(game_bin), base_port=port, seed=seed))
+        env = GameVecEnv(
+            LaunchConfig(
+                command=game_command(game_bin),
+                base_port=port,
+                seed=seed,
+                transport=transport or "tcp",
+            )
+        )
     except BOT_ERRORS as exc:
         fail(str(exc))
     try:
@@ -99,6 +112,7 @@ def evaluate_and_report(
     seed: int,
     publish: bool = False,
     game: str = "lander",
+    transport: str | None = None,
 ) -> None:
     """``lander eval``: print the one-line score and record it where this checkout may
     write (``training.eval_records``); a record in the run's committed files is
@@ -106,7 +120,7 @@ def evaluate_and_report(
     if episodes < 1:
         fail(f"--episodes must be at least 1, got {episodes}")
     if policy in ("random", "reference"):
-        _baseline(policy, episodes, seed, game_bin, port, game)
+        _baseline(policy, episodes, seed, game_bin, port, game, transport)
         return
     if policy != "model":
         fail(f"--policy must be model, random or reference, got {policy!r}")
@@ -114,7 +128,7 @@ def evaluate_and_report(
         fail("name a run or a bot .json file to evaluate (or use --policy random|reference)")
     try:
         chosen = _target(root, target)
-        result = evaluate_target(chosen, episodes, game_bin, port, seed)
+        result = evaluate_target(chosen, episodes, game_bin, port, seed, transport)
     except BOT_ERRORS as exc:
         fail(str(exc))
     console.print(result.line())

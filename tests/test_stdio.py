@@ -196,3 +196,13 @@ def test_the_minimal_game_in_the_docs_trains_over_stdio(tmp_path: Path) -> None:
     bot = BotRunner.from_file(tmp_path / "bots" / "echo.json")
     targets = np.linspace(-0.9, 0.9, 19, dtype=np.float32).reshape(-1, 1)
     assert np.abs(bot.act(targets).ravel() - targets.ravel()).mean() < 0.15  # it learned
+    # Evaluated on its own game, over the transport it trained with; a random policy too.
+    evaluated = lander(tmp_path, "eval", "echo", "--episodes", "8")
+    assert evaluated.returncode == 0, evaluated.stdout + evaluated.stderr
+    learned = float(evaluated.stdout.split("mean_reward=")[1].split()[0])
+    floor = lander(
+        tmp_path, "eval", "--policy", "random", "--game-bin", str(game), "--transport", "stdio",
+        "--episodes", "8",
+    )  # fmt: skip
+    assert floor.returncode == 0, floor.stdout + floor.stderr
+    assert learned > float(floor.stdout.split("mean_reward=")[1].split()[0]) + 5

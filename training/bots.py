@@ -38,6 +38,7 @@ def trained_with(config: TrainConfig) -> dict[str, Any]:
     return {
         "game": config.game,
         "game_bin": config.game_bin,
+        "transport": config.game_transport,
         "game_args": dict(config.game_args),
         "action_repeat": config.action_repeat,
         "speedup": config.speedup,
@@ -60,12 +61,19 @@ def _record_of(paths: RunPaths) -> RunRecord | None:
 
 
 def replay_launch_config(
-    trained: dict[str, Any], game_bin: str | Path, port: int, seed: int, agents: int
+    trained: dict[str, Any],
+    game_bin: str | Path,
+    port: int,
+    seed: int,
+    agents: int,
+    transport: str | None = None,
 ) -> LaunchConfig:
     """One game instance set up as a bot's run trained it (action repeat, speedup,
-    game arguments), with ``agents`` agents: for evaluation and play through the bridge."""
+    game arguments, transport unless ``transport`` is given), with ``agents`` agents:
+    for evaluation and play through the bridge."""
     return LaunchConfig(
         command=game_command(game_bin),
+        transport=transport or trained.get("transport") or "tcp",
         base_port=port,
         seed=seed,
         action_repeat=trained.get("action_repeat"),
@@ -138,9 +146,15 @@ def run_target(paths: RunPaths, console: Console | None = None) -> EvalTarget:
 
 
 def evaluate_target(
-    target: EvalTarget, episodes: int, game_bin: Path | None, port: int, seed: int = 1000
+    target: EvalTarget,
+    episodes: int,
+    game_bin: Path | None,
+    port: int,
+    seed: int = 1000,
+    transport: str | None = None,
 ) -> EvalResult:
-    """Evaluate on the bundled game in-process, or on ``game_bin`` (else the bot's own game) through the bridge."""
+    """Evaluate on the bundled game in-process, or on ``game_bin`` (else the bot's own game)
+    through the bridge, over ``transport`` (else the one the bot trained with)."""
     chosen = str(game_bin) if game_bin is not None else target.trained.get("game_bin")
     if chosen is None:
         return evaluate_in_process(target.policy, episodes, seed, bundled_settings(target.trained))
@@ -148,7 +162,7 @@ def evaluate_target(
 
     game_args = target.trained.get("game_args") or {}
     agents = int(game_args.get("agents", target.trained.get("agents_per_instance") or 1))
-    env = GameVecEnv(replay_launch_config(target.trained, chosen, port, seed, agents))
+    env = GameVecEnv(replay_launch_config(target.trained, chosen, port, seed, agents, transport))
     try:
         return evaluate_through_bridge(target.policy, env, episodes)
     finally:
