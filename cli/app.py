@@ -91,9 +91,17 @@ def train(
     reset_std: flags.ResetStd = None,
     force: flags.Force = False,
     git: flags.Git = None,
+    auto_resume: flags.AutoResume = False,
+    until_steps: Annotated[int | None, typer.Option(hidden=True)] = None,
     settings: dict[str, Any] | None = None,
 ) -> None:
     """Train RUN in the foreground: PPO against the games, checkpoints, final save on Ctrl-C."""
+    if auto_resume:
+        from cli.supervisor import Session, supervise
+
+        _valid_run(run)
+        session = Session(run, settings or {}, config, resume, reset_std, force, git)
+        raise typer.Exit(supervise(project_root(), session))
     from cli.run_flow import run_training
     from training.trainer import TrainRequest
 
@@ -105,6 +113,7 @@ def train(
         resume=resume,
         force=force,
         reset_std=reset_std,
+        until_timesteps=until_steps,
     )
     raise typer.Exit(run_training(request, git))
 
@@ -518,6 +527,7 @@ def start(
     reset_std: flags.ResetStd = None,
     force: flags.Force = False,
     git: flags.Git = None,
+    auto_resume: flags.AutoResume = True,
     settings: dict[str, Any] | None = None,
 ) -> None:
     """Start RUN in a detached tmux session (train, dashboard, live page); attach if it runs.
@@ -530,6 +540,8 @@ def start(
     _valid_run(run)
     settings = settings or {}
     session = flags.session_argv(config, resume, reset_std, force, git)
+    # Detached runs are the ones nobody watches: they heal themselves unless told not to.
+    session += ["--auto-resume"] if auto_resume else []
     command: list[str] | None = None
     game = settings.get("game", "lander")
     if curriculum_plan is not None:
@@ -579,6 +591,7 @@ def resume(
     config: flags.ConfigFile = None,
     reset_std: flags.ResetStd = None,
     git: flags.Git = None,
+    auto_resume: flags.AutoResume = True,
     settings: dict[str, Any] | None = None,
 ) -> None:
     """Resume a run in tmux, in place or as a new branch run (--as), with changed settings.
@@ -596,6 +609,7 @@ def resume(
     settings = settings or {}
     game = _check_plan(target, settings, config, source, False, reset_std).game
     args = flags.settings_argv(settings) + flags.session_argv(config, source, reset_std, False, git)
+    args += ["--auto-resume"] if auto_resume else []
     start_in_tmux(root, target, args, tb_host, tb_port, live_page=game == "lander")
 
 
@@ -616,12 +630,12 @@ def stop(
 def status() -> None:
     """A table of runs: state, steps, fps, reward, last checkpoint, best evaluation, pushed or not."""
     from cli.results import committed_records
-    from cli.status_table import champion_lines, cluster_lines, status_table
+    from cli.status_table import champion_lines, cluster_lines, health_lines, status_table
 
     root = project_root()
     evaluations = committed_records(root)  # read once for the table and the champions
     console.print(status_table(root, evaluations))
-    for line in [*cluster_lines(root), *champion_lines(root, evaluations)]:
+    for line in [*health_lines(root), *cluster_lines(root), *champion_lines(root, evaluations)]:
         console.print(line)
 
 

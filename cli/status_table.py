@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import socket
 from pathlib import Path
+from typing import Any
 
 from rich.table import Table
 
@@ -25,7 +26,34 @@ def _state(root: Path, record: RunRecord, training_here: str | None) -> str:
         if isinstance(stage, dict)
         else ""
     )
-    return _bare_state(root, record, training_here) + where
+    resumes = len(record.extra.get("auto_resumes") or [])
+    healed = f" (auto-resumed {resumes}x)" if resumes else ""
+    return _bare_state(root, record, training_here) + where + healed
+
+
+HEALTH_LABELS = {
+    "std_collapsed": "std collapsed",
+    "std_exploded": "std exploded",
+    "no_entropy": "no entropy",
+    "flat_reward": "reward flat",
+    "large_updates": "large updates",
+    "slow": "slow",
+    "restart_storm": "restart storm",
+}
+
+
+def _newest_by_kind(record: RunRecord) -> dict[str, dict[str, Any]]:
+    """The newest finding of each kind in the run's latest session, in order of first sight."""
+    newest: dict[str, dict[str, Any]] = {}
+    for finding in record.extra.get("health") or []:
+        newest[finding.get("kind", "?")] = finding
+    return newest
+
+
+def _health(record: RunRecord) -> str:
+    """What the run's latest session found wrong, or ``ok``."""
+    kinds = [HEALTH_LABELS.get(kind, kind) for kind in _newest_by_kind(record)]
+    return f"[yellow]{', '.join(kinds)}[/]" if kinds else "ok"
 
 
 def _bare_state(root: Path, record: RunRecord, training_here: str | None) -> str:
@@ -65,6 +93,7 @@ def status_table(root: Path, evaluations: list[EvalRecord] | None = None) -> Tab
         "last checkpoint",
         "best eval",
         "restarts",
+        "health",
     ]
     numeric = {"steps", "fps", "reward", "success", "best eval", "restarts"}
     for column in [*columns, "git", "parent"]:
@@ -87,6 +116,7 @@ def status_table(root: Path, evaluations: list[EvalRecord] | None = None) -> Tab
             record.last_checkpoint or "-",
             "-" if evaluation is None else f"{evaluation:.1f}",
             str(extra.get("restarts", 0)),
+            _health(record),
             run_push_state(root, record.run, extra.get("git", True) is not False),
             record.parent or "",
         )
@@ -99,6 +129,16 @@ def champion_lines(root: Path, evaluations: list[EvalRecord] | None = None) -> l
         f"champion on {game}: {record.run} ({record.bot}), mean reward {record.mean_reward:.1f}"
         + (f" at {record.timesteps:,} steps" if record.timesteps else "")
         for game, record in sorted(committed_champions(root, evaluations).items())
+    ]
+
+
+def health_lines(root: Path) -> list[str]:
+    """For each run whose latest session has health findings: the newest of each kind,
+    with its advice."""
+    return [
+        f"{record.run}: {finding['message']}"
+        for record in load_runs(root)
+        for finding in _newest_by_kind(record).values()
     ]
 
 

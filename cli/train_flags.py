@@ -186,6 +186,16 @@ GameBin = Annotated[
 ]
 
 
+AutoResume = Annotated[
+    bool,
+    typer.Option(
+        "--auto-resume/--no-auto-resume",
+        help="Restart a trainer that ends abnormally (killed, a fault) from its newest "
+        "checkpoint, at most 3 times an hour; never one stopped or finished.",
+    ),
+]
+
+
 def session_argv(
     config: Path | None, resume: str | None, reset_std: float | None, force: bool, git: bool | None
 ) -> list[str]:

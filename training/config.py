@@ -189,6 +189,41 @@ class TrainConfig:
     update_threads: int = setting(
         0, help="Torch CPU threads during the PPO update (0: every core).", low=0
     )
+    # -- health (training/health.py; docs/operations.md "When a run goes wrong") -----
+    health_std_low: float = setting(
+        0.1, help="Action std below this for --health-rollouts rollouts: collapsed.", low=0
+    )
+    health_std_high: float = setting(
+        2.0, help="Action std above this for --health-rollouts rollouts: exploded.", low=0
+    )
+    health_entropy_low: float = setting(
+        0.05, help="Entropy of a discrete policy below this: no exploration left.", low=0
+    )
+    health_kl_high: float = setting(
+        0.1, help="approx_kl of an update above this: updates far larger than normal.", low=0
+    )
+    health_clip_high: float = setting(
+        0.4, help="Clip fraction of an update above this: updates far larger than normal.", low=0
+    )
+    health_fps_drop: float = setting(
+        0.5, help="fps below this fraction of the run's median: the run slowed.", low=0, high=1
+    )
+    health_rollouts: int = setting(
+        5, help="Rollouts in a row a band is crossed before it is reported.", low=1
+    )
+    health_flat_steps: int = setting(
+        2_000_000, help="Steps without a better mean reward before it is reported flat.", low=1
+    )
+    health_restarts: int = setting(
+        5, help="Game restarts within ten minutes reported as a restart storm.", low=1
+    )
+    stop_at_score: float | None = setting(
+        None,
+        help="End the run cleanly once an evaluation reaches this normalized score (mean "
+        "evaluation reward for a --game-bin game); evaluates every 50,000 steps unless "
+        "--eval-every says otherwise.",
+        shown="never",
+    )
     # -- run ---------------------------------------------------------------------------
     checkpoint_every: int = setting(100_000, help="Steps between rotating checkpoints.", low=1)
     keep_checkpoints: int = setting(

@@ -1,5 +1,6 @@
 """Evaluation during training (``--eval-every``): the deterministic policy on the
-bundled game's physics, logged to TensorBoard as ``eval/*``."""
+bundled game's physics (or on a game of the user's through the bridge), logged to
+TensorBoard as ``eval/*``."""
 
 from __future__ import annotations
 
@@ -8,7 +9,13 @@ from collections.abc import Callable
 from stable_baselines3.common.vec_env import VecNormalize
 
 from training.callbacks import EveryNSteps
-from training.evaluation import EvalResult, GameSettings, evaluate_in_process, model_policy
+from training.evaluation import (
+    EvalResult,
+    GameSettings,
+    Policy,
+    evaluate_in_process,
+    model_policy,
+)
 
 
 class PeriodicEvaluation(EveryNSteps):
@@ -16,7 +23,9 @@ class PeriodicEvaluation(EveryNSteps):
 
     :param every: steps between evaluations.
     :param episodes: episodes per evaluation.
-    :param settings: the bundled game's settings (which game, and how it was configured).
+    :param settings: the bundled game's settings (which game, and how it was configured),
+        or a function that evaluates a policy on that many episodes elsewhere (a
+        ``--game-bin`` game through the bridge).
     :param normalizer: observation statistics of the training env, if any.
     :param on_result: receives (timesteps, result) after each evaluation.
     """
@@ -25,7 +34,7 @@ class PeriodicEvaluation(EveryNSteps):
         self,
         every: int,
         episodes: int,
-        settings: GameSettings,
+        settings: GameSettings | Callable[[Policy, int], EvalResult],
         normalizer: VecNormalize | None = None,
         on_result: Callable[[int, EvalResult], None] | None = None,
     ) -> None:
@@ -37,8 +46,11 @@ class PeriodicEvaluation(EveryNSteps):
         self.results: list[tuple[int, EvalResult]] = []
 
     def _on_due(self) -> None:
-        result = evaluate_in_process(
-            model_policy(self.model, self.normalizer), self.episodes, settings=self.settings
+        policy = model_policy(self.model, self.normalizer)
+        result = (
+            self.settings(policy, self.episodes)
+            if callable(self.settings)
+            else evaluate_in_process(policy, self.episodes, settings=self.settings)
         )
         self.results.append((self.num_timesteps, result))
         self.logger.record("eval/mean_reward", result.mean_reward)

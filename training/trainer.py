@@ -56,10 +56,11 @@ from training.config import (
     apply_overrides,
     load_config_file,
 )
-from training.environments import game_env_of, make_vec_env, wrap_normalization
+from training.environments import game_env_of, launch_config, make_vec_env, wrap_normalization
 from training.eval_callback import PeriodicEvaluation
 from training.eval_records import owns_run
-from training.evaluation import EvalResult, game_settings
+from training.evaluation import EvalResult, Policy, evaluate_through_bridge, game_settings
+from training.health import KEPT_FINDINGS, Finding, HealthWatch
 from training.local_state import checkout_id, live_bot_path
 from training.policy_tweaks import reset_action_std
 from training.run_paths import RunPaths
@@ -87,6 +88,8 @@ class TrainRequest:
     :param reset_std: set the action standard deviation after loading.
     :param git_commit: the code's commit, recorded in run.json.
     :param tags: kept in run.json's ``extra`` (a curriculum stage, a sweep trial).
+    :param until_timesteps: train until the run has this many steps, whatever the resumed
+        checkpoint's count (an automatic resume finishing the session that died).
     """
 
     root: Path
@@ -98,6 +101,7 @@ class TrainRequest:
     reset_std: float | None = None
     git_commit: str | None = None
     tags: dict[str, Any] = field(default_factory=dict)
+    until_timesteps: int | None = None
     paths: RunPaths = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -343,6 +347,8 @@ def train(
         )
         env, normalizer = wrap_normalization(env, config, saved_normalizer)
         model = _build_model(plan, env, request)
+        if request.until_timesteps is not None:
+            config.timesteps = max(1, request.until_timesteps - model.num_timesteps)
     except BaseException:
         env.close()
         raise
@@ -373,7 +379,8 @@ def train(
         if on_checkpoint is not None:
             on_checkpoint(path, record)
 
-    evaluations = _periodic_evaluation(config, normalizer, record, log)
+    closers: list[Callable[[], None]] = []
+    evaluations = _periodic_evaluation(config, normalizer, record, log, stop, closers)
     if game_env is not None and game_env.config.base_port != config.port:
         shifted = (
             f"ports {config.port}+ were taken: the games use ports {game_env.config.base_port}+"
@@ -390,6 +397,15 @@ def train(
         console.print(f"[yellow]{line}[/]")
 
     health = GameHealth(game_env, log, restarted, warn)
+
+    def found(finding: Finding) -> None:
+        warn(f"health: {finding.message}")
+        record.extra["health"] = [*record.extra.get("health", []), finding.to_dict()][
+            -KEPT_FINDINGS:
+        ]
+        record.save(paths.run_json)
+
+    watch = HealthWatch(config, found, game_env)
     publishing = _live_publisher(plan, request, model, normalizer, record, log)
     checkpoints = RotatingCheckpoints(
         paths.checkpoints, config.checkpoint_every, config.keep_checkpoints, normalizer, saved
@@ -404,6 +420,7 @@ def train(
                     stop,
                     progress,
                     health,
+                    watch,
                     checkpoints,
                     publishing,
                     *evaluations,
@@ -425,7 +442,7 @@ def train(
             # and its reason in run.json, one line. The traceback goes to train.log.
             status, error, exit_code = "failed", _describe(exc), 1
             log("".join(traceback.format_exception(exc)).rstrip())
-        if status == "finished" and stop.reason is not None:
+        if status == "finished" and stop.reason not in (None, SCORE_REACHED):
             status = "interrupted"
             exit_code = (
                 0 if received.get("signal") == signal.SIGINT else 128 + received.get("signal", 0)
@@ -441,6 +458,8 @@ def train(
             error = f"{error}; also {exc}" if error else str(exc)
         finally:
             env.close()
+            for close in closers:
+                close()
     _note_progress(record, model, progress)
     record.status, record.error = status, error
     record.sessions[-1].update(ended_at=now_iso(), status=status, end_timesteps=model.num_timesteps)
@@ -464,19 +483,25 @@ def train(
     return TrainOutcome(status, exit_code, record, error, final_saved)
 
 
+SCORE_REACHED = "score reached"
+"""The stop reason of a run ended by ``--stop-at-score``: it finished, it was not interrupted."""
+STOP_AT_SCORE_EVERY = 50_000
+"""Steps between the evaluations ``--stop-at-score`` needs when ``--eval-every`` is 0."""
+
+
 def _periodic_evaluation(
     config: TrainConfig,
     normalizer: VecNormalize | None,
     record: RunRecord,
     log: Callable[[str], None],
+    stop: StopFlag,
+    closers: list[Callable[[], None]],
 ) -> list[BaseCallback]:
-    """``--eval-every``: evaluations on the bundled game's physics, kept in TensorBoard and run.json."""
-    if config.eval_every <= 0:
-        return []
-    if config.game_bin is not None:
-        log(
-            "--eval-every evaluates on the bundled game only; use `lander eval RUN --game-bin` for this game"
-        )
+    """``--eval-every`` (and ``--stop-at-score``): evaluations kept in TensorBoard and
+    run.json, on a bundled game's physics, or for a ``--game-bin`` game on one more
+    instance of it through the bridge (closed through ``closers`` at the end)."""
+    every = config.eval_every or (STOP_AT_SCORE_EVERY if config.stop_at_score is not None else 0)
+    if every <= 0:
         return []
 
     def keep(steps: int, result: EvalResult) -> None:
@@ -484,9 +509,42 @@ def _periodic_evaluation(
         best = record.extra.get("best_evaluation")
         if best is None or result.mean_reward > best["mean_reward"]:
             record.extra["best_evaluation"] = {"timesteps": steps, **result.to_dict()}
+        goal = config.stop_at_score
+        score = (
+            result.normalized_score if result.normalized_score is not None else result.mean_reward
+        )
+        if goal is not None and score >= goal and stop.reason is None:
+            what = "normalized score" if result.normalized_score is not None else "mean reward"
+            record.extra["stopped_at_score"] = {"timesteps": steps, "score": score, "goal": goal}
+            log(
+                f"{what} {score:.3f} at {steps:,} steps reached --stop-at-score {goal:g}: ending the run"
+            )
+            stop.request(SCORE_REACHED)
 
-    settings = game_settings(config.game, config.game_args, config.action_repeat)
-    return [PeriodicEvaluation(config.eval_every, config.eval_episodes, settings, normalizer, keep)]
+    if config.game_bin is None:
+        settings: Any = game_settings(config.game, config.game_args, config.action_repeat)
+    else:
+        settings = _bridge_evaluator(config, closers)
+    return [PeriodicEvaluation(every, config.eval_episodes, settings, normalizer, keep)]
+
+
+def _bridge_evaluator(
+    config: TrainConfig, closers: list[Callable[[], None]]
+) -> Callable[[Policy, int], EvalResult]:
+    """Evaluation on one more instance of the run's own game, started at the first
+    evaluation on the ports after the training games' and kept for the run."""
+    games: list[GameVecEnv] = []
+
+    def evaluate(policy: Policy, episodes: int) -> EvalResult:
+        if not games:
+            launch = launch_config(config)
+            launch.n_instances, launch.seed = 1, config.seed + 10_000
+            launch.base_port = config.port + config.n_parallel
+            games.append(GameVecEnv(launch))
+            closers.append(games[0].close)
+        return evaluate_through_bridge(policy, games[0], episodes)
+
+    return evaluate
 
 
 def _start_record(plan: TrainPlan, request: TrainRequest, model: PPO) -> RunRecord:
@@ -498,6 +556,9 @@ def _start_record(plan: TrainPlan, request: TrainRequest, model: PPO) -> RunReco
     record.total_timesteps = model.num_timesteps
     record.resumed_from = str(plan.resume_point.model) if plan.resume_point else None
     record.extra.update(request.tags)
+    # This session's findings and stop (earlier sessions' stay in train.log and TensorBoard).
+    record.extra.pop("health", None)
+    record.extra.pop("stopped_at_score", None)
     record.sessions.append(
         {
             "started_at": now_iso(),
