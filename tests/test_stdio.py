@@ -187,15 +187,20 @@ def test_the_minimal_game_in_the_docs_trains_over_stdio(tmp_path: Path) -> None:
     game.chmod(0o755)
     result = lander(
         tmp_path, "train", "echo", "--game-bin", str(game), "--transport", "stdio",
-        "--timesteps", "30000", "--n-parallel", "4", "--no-git", timeout=300,
+        "--timesteps", "100000", "--n-parallel", "4", "--no-git",
+        # A game without a reference: its evaluations run on one more instance of it
+        # through the bridge, and their mean reward (random: about -13) ends the run.
+        "--stop-at-score", "-4", "--eval-every", "4096", timeout=300,
     )  # fmt: skip
     assert result.returncode == 0, result.stdout + result.stderr
     assert "4 echo_game.py instance(s) on stdio" in result.stdout
     record = json.loads((tmp_path / "checkpoints" / "echo" / "run.json").read_text())
     assert record["config"]["transport"] == "stdio" and record["status"] == "finished"
+    assert record["extra"]["stopped_at_score"]["score"] >= -4
+    assert record["total_timesteps"] < 100_000
     bot = BotRunner.from_file(tmp_path / "bots" / "echo.json")
     targets = np.linspace(-0.9, 0.9, 19, dtype=np.float32).reshape(-1, 1)
-    assert np.abs(bot.act(targets).ravel() - targets.ravel()).mean() < 0.15  # it learned
+    assert np.abs(bot.act(targets).ravel() - targets.ravel()).mean() < 0.25  # it learned
     # Evaluated on its own game, over the transport it trained with; a random policy too.
     evaluated = lander(tmp_path, "eval", "echo", "--episodes", "8")
     assert evaluated.returncode == 0, evaluated.stdout + evaluated.stderr

@@ -379,8 +379,6 @@ def train(
         if on_checkpoint is not None:
             on_checkpoint(path, record)
 
-    closers: list[Callable[[], None]] = []
-    evaluations = _periodic_evaluation(config, normalizer, record, log, stop, closers)
     if game_env is not None and game_env.config.base_port != config.port:
         shifted = (
             f"ports {config.port}+ were taken: the games use ports {game_env.config.base_port}+"
@@ -395,6 +393,13 @@ def train(
     def warn(line: str) -> None:
         log(line)
         console.print(f"[yellow]{line}[/]")
+
+    def say(line: str) -> None:
+        log(line)
+        console.print(line)
+
+    closers: list[Callable[[], None]] = []
+    evaluations = _periodic_evaluation(config, normalizer, record, log, say, stop, closers)
 
     health = GameHealth(game_env, log, restarted, warn)
 
@@ -494,6 +499,7 @@ def _periodic_evaluation(
     normalizer: VecNormalize | None,
     record: RunRecord,
     log: Callable[[str], None],
+    say: Callable[[str], None],
     stop: StopFlag,
     closers: list[Callable[[], None]],
 ) -> list[BaseCallback]:
