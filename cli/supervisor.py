@@ -155,10 +155,12 @@ def _loop(paths: RunPaths, session: Session, stop_requested: list[int]) -> int:
                 f"({why}): not restarting it again[/]"
             )
             return code
-        wait = min(BACKOFF_S * 2**quiet, MAX_BACKOFF_S)
+        wait = min(BACKOFF_S * 2 ** max(quiet - 1, 0), MAX_BACKOFF_S)
+        resumable = goal is not None and _has_checkpoint(paths)
         console.print(
             f"[yellow]run {session.run}: the trainer ended abnormally ({why}); "
-            f"resuming from its newest checkpoint in {wait:.0f} s[/]"
+            + ("resuming from its newest checkpoint" if resumable else "starting it again")
+            + f" in {wait:.0f} s[/]"
         )
         _note_restart(
             paths,
@@ -173,7 +175,7 @@ def _loop(paths: RunPaths, session: Session, stop_requested: list[int]) -> int:
             time.sleep(0.2)
         if stop_requested:
             return code
-        if goal is not None and _has_checkpoint(paths):
+        if resumable and goal is not None:
             argv = session.resume_argv(goal)
         else:  # nothing of this run to resume: start it again as the user asked
             argv = session.first_argv(force=record is not None)
