@@ -91,17 +91,21 @@ def _tensorboard_steps(work: Path, run: str) -> list[int]:
     return [event.step for event in events.Scalars("time/fps")]
 
 
+def start_small(work: Path, run: str, tmux_socket: str, *flags: str) -> None:
+    """``lander start RUN`` with 2 games of 4 agents (auto-resume is start's default)."""
+    started = lander(
+        work, "start", run, "--n-parallel", "2", "--agents-per-instance", "4", "--no-git",
+        "--port", str(find_free_port_block(2)), "--tb-host", "127.0.0.1",
+        "--tb-port", str(find_free_port_block(1)), *flags, socket=tmux_socket,
+    )  # fmt: skip
+    assert started.returncode == 0, started.stdout + started.stderr
+
+
 def test_a_sigkilled_trainer_comes_back_by_itself_and_its_counters_continue(
     checkout: tuple[Path, Path], tmux_socket: str
 ) -> None:
     work, _ = checkout
-    started = lander(
-        work, "start", "heal", "--timesteps", "40000", "--n-parallel", "2",
-        "--agents-per-instance", "4", "--checkpoint-every", "4096", "--no-git",
-        "--port", str(find_free_port_block(2)),
-        "--tb-host", "127.0.0.1", "--tb-port", str(find_free_port_block(1)), socket=tmux_socket,
-    )  # fmt: skip
-    assert started.returncode == 0, started.stdout + started.stderr
+    start_small(work, "heal", tmux_socket, "--timesteps", "40000", "--checkpoint-every", "4096")
     checkpoints = work / "checkpoints" / "heal"
     wait_until(
         lambda: len(list(checkpoints.glob("ckpt_*.zip"))) >= 2 and len(_trainer_pids("heal")) == 1,
@@ -128,21 +132,9 @@ def test_lander_stop_ends_an_auto_resumable_run_for_good(
     checkout: tuple[Path, Path], tmux_socket: str
 ) -> None:
     work, _ = checkout
-    started = lander(
-        work, "start", "final", "--timesteps", "10000000", "--n-parallel", "2",
-        "--agents-per-instance", "4", "--checkpoint-every", "2048", "--no-git",
-        "--port", str(find_free_port_block(2)),
-        "--tb-host", "127.0.0.1", "--tb-port", str(find_free_port_block(1)), socket=tmux_socket,
-    )  # fmt: skip
-    assert started.returncode == 0, started.stdout + started.stderr
-    wait_until(
-        lambda: (
-            _record(work, "final").get("total_timesteps", 0) > 2000
-            or bool(_record(work, "final").get("extra", {}).get("last_fps"))
-        ),
-        180,
-        "training to start",
-    )
+    start_small(work, "final", tmux_socket, "--timesteps", "10000000", "--checkpoint-every", "2048")
+    checkpoints = work / "checkpoints" / "final"
+    wait_until(lambda: any(checkpoints.glob("ckpt_*.zip")), 180, "the first checkpoint")
     stopped = lander(work, "stop", "final", socket=tmux_socket)
     assert stopped.returncode == 0, stopped.stdout + stopped.stderr
     time.sleep(12)  # past the supervisor's back-off: a restart would have begun by now
