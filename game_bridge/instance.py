@@ -31,7 +31,7 @@ from game_bridge.forked_games import ForkServerError, GameProcess, fork_server
 from game_bridge.orphans import die_with_this_process
 from game_bridge.peer_check import connected_by
 
-_POLL_SLICE_S = 0.25
+POLL_SLICE_S = 0.25
 """How often a waiting read checks whether the game process is still alive."""
 
 _stop_waiting = threading.Event()
@@ -232,7 +232,7 @@ class GameInstance:
         # poll() before every recv and send. A timed-out call raises
         # BlockingIOError, after which the caller checks the process and the deadline.
         conn.setblocking(True)
-        slice_timeval = struct.pack("ll", int(_POLL_SLICE_S), int((_POLL_SLICE_S % 1) * 1_000_000))
+        slice_timeval = struct.pack("ll", int(POLL_SLICE_S), int((POLL_SLICE_S % 1) * 1_000_000))
         conn.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, slice_timeval)
         conn.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO, slice_timeval)
         conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)

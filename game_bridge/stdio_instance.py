@@ -19,9 +19,9 @@ from typing import IO, Any
 
 from game_bridge import protocol
 from game_bridge.errors import InstanceDied, InstanceTimeout, LaunchError
-from game_bridge.instance import _POLL_SLICE_S, GameInstance
+from game_bridge.instance import POLL_SLICE_S, GameInstance
 
-_SLICE_MS = int(_POLL_SLICE_S * 1000)
+_SLICE_MS = int(POLL_SLICE_S * 1000)
 
 
 class StdioInstance(GameInstance):
@@ -31,6 +31,8 @@ class StdioInstance(GameInstance):
     :param read_timeout: seconds a reply may take before :class:`InstanceTimeout`.
     :param max_line_bytes: the longest line accepted from the game.
     """
+
+    _END_OF_STREAM = "the game closed its standard output"
 
     def __init__(
         self,
@@ -43,8 +45,6 @@ class StdioInstance(GameInstance):
         self._from_game: int | None = None  # the read end of its stdout
         self._readable = select.poll()
         self._writable = select.poll()
-
-    _END_OF_STREAM = "the game closed its standard output"
 
     def _open_listener(self, host: str, port: int) -> None:
         return None  # nothing to connect to: the pipes exist from the start
@@ -140,6 +140,7 @@ class StdioInstance(GameInstance):
         if self._to_game is not None:
             with contextlib.suppress(OSError):
                 os.write(self._to_game, protocol.encode_line({"type": "close"}))
+            self._writable.unregister(self._to_game)
             os.close(self._to_game)
             self._to_game = None
         if self._from_game is not None:

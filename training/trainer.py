@@ -522,7 +522,7 @@ def _periodic_evaluation(
         if goal is not None and score >= goal and stop.reason is None:
             what = "normalized score" if result.normalized_score is not None else "mean reward"
             record.extra["stopped_at_score"] = {"timesteps": steps, "score": score, "goal": goal}
-            log(
+            say(
                 f"{what} {score:.3f} at {steps:,} steps reached --stop-at-score {goal:g}: ending the run"
             )
             stop.request(SCORE_REACHED)
