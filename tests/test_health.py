@@ -179,6 +179,7 @@ def test_stop_at_score_ends_a_run_cleanly_when_reached(tmp_path: Path) -> None:
     assert (tmp_path / "checkpoints" / "enough" / "final.zip").exists()
     assert (tmp_path / "bots" / "enough.json").exists()
     assert "reached --stop-at-score 0.5" in (tmp_path / "logs" / "enough" / "train.log").read_text()
+    assert "reached --stop-at-score 0.5: ending the run" in output
 
 
 def test_a_run_pushed_into_collapse_gets_the_finding_and_its_advice(tmp_path: Path) -> None:
