@@ -116,6 +116,7 @@ def supervise(root: Path, session: Session) -> int:
 
 def _loop(paths: RunPaths, session: Session, stop_requested: list[int]) -> int:
     started = now_iso()
+    new_run = not paths.exists()  # only then may a restart replace what its first try left
     argv = session.first_argv()
     goal: int | None = None
     restarts: list[float] = []
@@ -177,5 +178,5 @@ def _loop(paths: RunPaths, session: Session, stop_requested: list[int]) -> int:
             return code
         if resumable and goal is not None:
             argv = session.resume_argv(goal)
-        else:  # nothing of this run to resume: start it again as the user asked
-            argv = session.first_argv(force=record is not None)
+        else:  # nothing of this session to resume: start it again as the user asked
+            argv = session.first_argv(force=new_run and paths.exists())

@@ -208,3 +208,21 @@ def test_a_run_pushed_into_collapse_gets_the_finding_and_its_advice(tmp_path: Pa
     events.Reload()
     texts = [e.tensor_proto.string_val[0].decode() for e in events.Tensors("health/text_summary")]
     assert any(advice in text for text in texts)
+
+
+def test_auto_resume_never_replaces_a_run_it_did_not_start(tmp_path: Path) -> None:
+    """A supervised ``train`` of a name that exists (a failed run, no --resume) fails as a
+    plain one does, twice, and the old run's files stay: a restart adds --force only to a
+    run its own first try created."""
+    port = str(find_free_port_block(4))
+    first = lander(tmp_path, "train", "old", "--timesteps", "2048", "--no-git", "--port", port)
+    assert first.returncode == 0, first.stdout + first.stderr
+    run_json = tmp_path / "checkpoints" / "old" / "run.json"
+    record = json.loads(run_json.read_text())
+    run_json.write_text(json.dumps({**record, "status": "failed", "error": "a game failed"}))
+    again = lander(tmp_path, "train", "old", "--auto-resume", "--no-git", "--port", port)
+    output = again.stdout + again.stderr
+    assert again.returncode != 0 and "already exists" in output
+    assert "failed the same way twice at start-up" in output
+    assert (tmp_path / "checkpoints" / "old" / "final.zip").exists()
+    assert json.loads(run_json.read_text())["total_timesteps"] == record["total_timesteps"]
