@@ -35,17 +35,24 @@ def lander(
     )
 
 
-def trainer_processes(run: str) -> int:
-    """How many `lander train RUN` processes exist on this machine."""
-    count = 0
+def trainer_pids(run: str) -> list[int]:
+    """The `lander train RUN` trainer processes on this machine (not an `--auto-resume`
+    supervisor, which only waits on its trainer)."""
+    pids = []
     for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
         try:
             parts = cmdline.read_bytes().split(b"\0")
         except OSError:
             continue
-        if b"cli" in parts and b"train" in parts and run.encode() in parts:
-            count += 1
-    return count
+        wanted = b"cli" in parts and b"train" in parts and run.encode() in parts
+        if wanted and b"--auto-resume" not in parts:
+            pids.append(int(cmdline.parent.name))
+    return pids
+
+
+def trainer_processes(run: str) -> int:
+    """How many `lander train RUN` trainers exist on this machine."""
+    return len(trainer_pids(run))
 
 
 def http_ok(url: str) -> bool:
