@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import time
 from pathlib import Path
 
 import libtmux
@@ -121,12 +120,13 @@ def test_lander_stop_ends_an_auto_resumable_run_for_good(
     wait_until(lambda: any(checkpoints.glob("ckpt_*.zip")), 180, "the first checkpoint")
     stopped = lander(work, "stop", "final", socket=tmux_socket)
     assert stopped.returncode == 0, stopped.stdout + stopped.stderr
-    time.sleep(12)  # past the supervisor's back-off: a restart would have begun by now
+    # stop returned once the train window ended: its supervisor is gone with it, so
+    # nothing can start the trainer again.
+    sessions = libtmux.Server(socket_name=tmux_socket).sessions.filter(session_name="lander-final")
+    assert not sessions or not window_alive(sessions[0], "train")
     assert trainer_pids("final") == []
     record = _record(work, "final")
     assert record["status"] == "interrupted" and "auto_resumes" not in record["extra"]
-    sessions = libtmux.Server(socket_name=tmux_socket).sessions.filter(session_name="lander-final")
-    assert not sessions or not window_alive(sessions[0], "train")
 
 
 def test_stop_at_score_ends_a_run_cleanly_when_reached(tmp_path: Path) -> None:
