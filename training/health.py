@@ -99,12 +99,9 @@ class HealthMonitor:
         self._fps: list[float] = []
         self._best_reward: float | None = None
         self._best_at = 0
-        self._started_at: int | None = None
 
     def observe(self, stats: RolloutStats) -> list[Finding]:
         """The findings this rollout brings that were not already reported."""
-        if self._started_at is None:
-            self._started_at = stats.timesteps
         checks = [
             self._std(stats),
             self._entropy(stats),
