@@ -254,19 +254,23 @@ class GameInstance:
             try:
                 sent = self._conn.send(view)
             except (BlockingIOError, TimeoutError):
-                self._check_interrupt()
-                if self.exit_code() is not None:
-                    raise self._died("the game exited") from None
-                if time.monotonic() > deadline:
-                    raise InstanceTimeout(
-                        self.index, f"could not send for {self.read_timeout:.0f} s"
-                    ) from None
-                continue
+                sent = None  # not ready within the slice: checked below, outside the handler
             except OSError as exc:
                 raise self._died(
                     f"the connection broke while sending ({exc.strerror or exc})"
                 ) from None
+            if sent is None:
+                self._check_send_wait(deadline)
+                continue
             view = view[sent:]
+
+    def _check_send_wait(self, deadline: float) -> None:
+        """Between two tries to send: a stop, a dead game or the deadline end the wait."""
+        self._check_interrupt()
+        if self.exit_code() is not None:
+            raise self._died("the game exited")
+        if time.monotonic() > deadline:
+            raise InstanceTimeout(self.index, f"could not send for {self.read_timeout:.0f} s")
 
     def encode(self, message: dict[str, Any]) -> bytes:
         """One message as this instance's transport frames it (a length prefix here)."""

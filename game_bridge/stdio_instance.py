@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from game_bridge import protocol
-from game_bridge.errors import InstanceDied, InstanceTimeout, LaunchError
+from game_bridge.errors import InstanceDied, LaunchError
 from game_bridge.instance import POLL_SLICE_S, GameInstance
 
 _SLICE_MS = int(POLL_SLICE_S * 1000)
@@ -106,11 +106,7 @@ class StdioInstance(GameInstance):
                 raise self._died("the game closed its standard input") from None
             except OSError as exc:
                 raise self._died(f"writing to the game failed ({exc.strerror or exc})") from None
-            self._check_interrupt()
-            if self.exit_code() is not None:
-                raise self._died("the game exited")
-            if time.monotonic() > deadline:
-                raise InstanceTimeout(self.index, f"could not send for {self.read_timeout:.0f} s")
+            self._check_send_wait(deadline)
             self._writable.poll(_SLICE_MS)
 
     def _recv(self, size: int) -> bytes:
