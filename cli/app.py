@@ -564,7 +564,7 @@ def start(
             config, None, None, False, git
         )
     else:
-        live = find_session(run)
+        live = find_session(project_root(), run)
         if live is None or not window_alive(live, TRAIN_WINDOW):
             game = _check_plan(run, settings, config, resume, force, reset_std).game
     start_in_tmux(
@@ -644,7 +644,7 @@ def clean() -> None:
     """Remove the tmux sessions of runs that have ended (and of dashboards that exited)."""
     from cli.operations import clean_sessions
 
-    clean_sessions()
+    clean_sessions(project_root())
 
 
 @app.command()
@@ -657,7 +657,7 @@ def attach(
     from cli.tmux_sessions import attach as attach_session
     from cli.tmux_sessions import find_session
 
-    session = find_session(_valid_run(run))
+    session = find_session(project_root(), _valid_run(run))
     if session is None:
         fail(f"run {run} has no tmux session here")
     if not sys.stdin.isatty():
@@ -746,6 +746,9 @@ def main() -> None:
     signal.signal(signal.SIGTERM, _terminated)
     sys.unraisablehook = _quiet_when_terminated
     try:
+        from cli.git_sync import network_timeout_s
+
+        network_timeout_s()  # a bad LANDER_GIT_TIMEOUT is one line before any work
         app()
     except (Terminated, SystemExit, BridgeError):
         if not _SIGTERM_SEEN:

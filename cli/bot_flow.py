@@ -23,12 +23,32 @@ from training.bots import (
     run_target,
 )
 from training.checkpoints import CheckpointError
-from training.errors import ExportError
+from training.errors import ExportError, GameNotGiven
 from training.eval_records import game_name, record_evaluation
 from training.evaluation import StrokeSettings, evaluate_in_process, game_settings
 from training.run_paths import InvalidRunName, RunPaths
 
-BOT_ERRORS = (BotFormatError, BridgeError, CheckpointError, ExportError, InvalidRunName)
+BOT_ERRORS = (
+    BotFormatError,
+    BridgeError,
+    CheckpointError,
+    ExportError,
+    GameNotGiven,
+    InvalidRunName,
+)
+
+
+def checkout_game_for(root: Path, trained: dict[str, object]) -> Path | None:
+    """This checkout's own game (``lander setup --game-bin``) when a bot was trained on a
+    program of the same file name: the program then comes from this checkout's settings,
+    never from the bot file."""
+    from cli.setup import remembered_game_bin
+
+    named, remembered = trained.get("game_bin"), remembered_game_bin(root)
+    if not isinstance(named, str) or remembered is None:
+        return None
+    same = Path(named.replace("\\", "/")).name == Path(remembered).name
+    return Path(remembered) if same else None
 
 
 def export_and_report(root: Path, run: str, checkpoint: Path | None) -> None:
@@ -128,6 +148,8 @@ def evaluate_and_report(
         fail("name a run or a bot .json file to evaluate (or use --policy random|reference)")
     try:
         chosen = _target(root, target)
+        if game_bin is None and chosen.game_bin is None:
+            game_bin = checkout_game_for(root, chosen.trained)
         result = evaluate_target(chosen, episodes, game_bin, port, seed, transport)
     except BOT_ERRORS as exc:
         fail(str(exc))

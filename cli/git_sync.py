@@ -7,6 +7,7 @@ shows it as not pushed, and ``lander push`` sends it later.
 
 from __future__ import annotations
 
+import math
 import os
 import random
 import time
@@ -16,12 +17,33 @@ from pathlib import Path
 import git
 
 from cli.console import how
+from training.config import ConfigError
 from training.run_paths import RunPaths
 
-NETWORK_TIMEOUT_S = float(os.environ.get("LANDER_GIT_TIMEOUT", "120"))
-"""A pull or push that has not finished by then is killed: a remote that accepts the
-connection and never answers must not hold a run (and the trainer lock) forever.
-``LANDER_GIT_TIMEOUT`` changes it (seconds)."""
+DEFAULT_NETWORK_TIMEOUT_S = 120.0
+MAX_NETWORK_TIMEOUT_S = 86_400.0
+
+
+def network_timeout_s() -> float:
+    """Seconds after which a pull or push is killed: a remote that accepts the connection
+    and never answers must not hold a run (and the trainer lock) forever.
+    ``LANDER_GIT_TIMEOUT`` changes it; it cannot turn the limit off.
+
+    :raises ConfigError: a value that is not a number of seconds from 1 to a day.
+    """
+    text = os.environ.get("LANDER_GIT_TIMEOUT")
+    if text is None or not text.strip():
+        return DEFAULT_NETWORK_TIMEOUT_S
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not 1 <= value <= MAX_NETWORK_TIMEOUT_S:  # nan fails both comparisons
+        raise ConfigError(
+            f"LANDER_GIT_TIMEOUT must be seconds from 1 to {MAX_NETWORK_TIMEOUT_S:,.0f}, got {text!r}"
+        )
+    return value
+
 PUSH_DEADLINE_S = 180.0
 """How long a push keeps retrying after rejections (another machine pushed first)."""
 EXCLUDE_MARK = "# lander --no-git: "
@@ -78,31 +100,41 @@ def _first_line(error: git.GitCommandError) -> str:
 
 def _why(error: git.GitCommandError, started: float) -> str:
     """Git's own first line, or that the remote did not answer in time (git was killed)."""
-    if time.monotonic() - started >= NETWORK_TIMEOUT_S - 0.5:
-        return f"the remote did not answer within {NETWORK_TIMEOUT_S:g} s"
+    limit = network_timeout_s()
+    if time.monotonic() - started >= limit - 0.5:
+        return f"the remote did not answer within {limit:g} s"
     return _first_line(error)
 
 
 def pull(root: Path) -> str:
     """Pull with rebase when the branch tracks a remote; say what happened.
 
-    Local changes are stashed and put back (``--autostash``). A conflict aborts the
-    rebase, so the checkout is as it was, and raises :class:`GitSyncError`; an
-    unreachable remote only gives a warning.
+    Uncommitted edits of tracked files are stashed first and put back after. When
+    they conflict with what the pull brought, nothing is left half-merged: the branch
+    goes back to where it was, the edits are put back in place, and
+    :class:`GitSyncError` names the files. A conflicting rebase is aborted the same
+    way; an unreachable remote only gives a warning.
     """
     repo = open_repo(root)
     if repo is None:
         return "not a git repository: results stay in this folder"
     if _upstream(repo) is None:
         return "no upstream branch: nothing to pull"
+    before = repo.head.commit.hexsha if repo.head.is_valid() else None
+    stashed = before is not None and repo.is_dirty(untracked_files=False)
+    if stashed:
+        repo.git.stash("push", "-m", "lander: uncommitted edits, kept over a pull")
     started = time.monotonic()
     try:
-        repo.git.pull("--rebase", "--autostash", kill_after_timeout=NETWORK_TIMEOUT_S)
+        repo.git.pull("--rebase", kill_after_timeout=network_timeout_s())
     except git.GitCommandError as exc:
-        if (Path(repo.git_dir) / "rebase-merge").exists() or (
-            Path(repo.git_dir) / "rebase-apply"
-        ).exists():
+        git_dir = Path(repo.git_dir)
+        conflict = (git_dir / "rebase-merge").exists() or (git_dir / "rebase-apply").exists()
+        if conflict:
             repo.git.rebase("--abort")
+        if stashed:
+            repo.git.stash("pop", "--index")
+        if conflict:
             raise GitSyncError(
                 "git pull --rebase hit a conflict; nothing was changed. Resolve it by hand "
                 "(git pull --rebase), then start the run again"
@@ -110,7 +142,32 @@ def pull(root: Path) -> str:
         # An unreachable remote must not keep a long run from starting: train on
         # the local state; the push at the end says whether the remote was reached.
         return f"could not pull ({_why(exc, started)}); training on the local state"
+    if stashed:
+        _put_edits_back(repo, before)
     return "pulled"
+
+
+def _put_edits_back(repo: git.Repo, before: str | None) -> None:
+    """Apply the stashed edits over the pulled commits; on a conflict, go back to
+    ``before`` (where the edits apply cleanly) and raise :class:`GitSyncError`."""
+    try:
+        repo.git.stash("pop", "--index")
+        return
+    except git.GitCommandError:
+        pass
+    try:
+        repo.git.stash("pop")  # without the index: a conflict only in staged state
+        return
+    except git.GitCommandError:
+        conflicted = repo.git.diff("--name-only", "--diff-filter=U").split()
+    # The stash is kept when its pop fails; the work tree holds conflict markers.
+    repo.git.reset("--hard", before)
+    repo.git.stash("pop", "--index")
+    files = ", ".join(conflicted) or "your edited files"
+    raise GitSyncError(
+        f"the pull brings changes to {files} that conflict with your uncommitted edits; "
+        "the checkout is as it was, your edits in place. Commit or discard them, then start again"
+    )
 
 
 def run_paths_to_stage(paths: RunPaths) -> list[str]:
@@ -249,7 +306,7 @@ def push(root: Path, deadline_s: float = PUSH_DEADLINE_S) -> PushResult:
         attempts += 1
         started = time.monotonic()
         try:
-            repo.git.push(*arguments, kill_after_timeout=NETWORK_TIMEOUT_S)
+            repo.git.push(*arguments, kill_after_timeout=network_timeout_s())
             retried = f" (attempt {attempts})" if attempts > 1 else ""
             return PushResult(True, f"pushed to {remote}/{target}{retried}")
         except git.GitCommandError as exc:

@@ -53,7 +53,7 @@ def start_in_tmux(
 
     :param live_page: serve the run's live page (its bot flies the lander after the cursor).
     """
-    session = find_session(run)
+    session = find_session(root, run)
     if session is not None and window_alive(session, TRAIN_WINDOW):
         if sys.stdin.isatty() and sys.stdout.isatty():
             attach(session)
@@ -90,7 +90,7 @@ def start_in_tmux(
     except TmuxError as exc:
         fail(str(exc))
     console.print(
-        f"started run {run} in tmux session {session_name(run)} (window train: pull, train, export, push)"
+        f"started run {run} in tmux session {session_name(root, run)} (window train: pull, train, export, push)"
     )
     console.print(f"dashboard: {dashboard.url}  ({dashboard.note})")
     if page_port is not None:
@@ -112,7 +112,7 @@ def newest_run(root: Path) -> str | None:
 def stop_run(root: Path, run: str, timeout: float) -> None:
     """Ctrl-C the trainer, then wait until it has saved, exported and pushed."""
     paths = RunPaths(root, run)
-    session = find_session(run)
+    session = find_session(root, run)
     if session is None or not window_alive(session, TRAIN_WINDOW):
         if not paths.exists():
             fail(unknown_run(root, run))
@@ -156,9 +156,10 @@ def stop_run(root: Path, run: str, timeout: float) -> None:
     session.kill()  # the run has ended; train.log keeps what its window showed
 
 
-def clean_sessions() -> None:
-    """``lander clean``: remove the tmux sessions of runs (and dashboards) that have ended."""
-    removed = remove_ended_sessions()
+def clean_sessions(root: Path) -> None:
+    """``lander clean``: remove this checkout's tmux sessions of runs (and dashboards)
+    that have ended."""
+    removed = remove_ended_sessions(root)
     console.print(
         f"removed {len(removed)} ended session(s): {', '.join(removed)}"
         if removed

@@ -14,6 +14,7 @@ from cli.git_sync import tracked
 from training.eval_records import (
     EvalRecord,
     champions,
+    inside_checkout,
     read_records,
     record_files,
 )
@@ -36,10 +37,12 @@ def committed_champions(
     :param records: :func:`committed_records`, when the caller has read them already.
     """
     records = committed_records(root) if records is None else records
-    bots = sorted({record.bot for record in records if record.bot is not None})
+    bots = sorted(
+        {record.bot for record in records if record.bot and inside_checkout(root, record.bot)}
+    )
     known = tracked(root, bots)
 
     def available(bot: str) -> bool:
-        return (root / bot).is_file() and (known is None or bot in known)
+        return bot in bots and (root / bot).is_file() and (known is None or bot in known)
 
     return champions(records, available)

@@ -32,14 +32,21 @@ from game_bridge.errors import BridgeError
 from training.bots import evaluate_target, export_run, run_target
 from training.checkpoints import CheckpointError
 from training.config import ConfigError
-from training.errors import ExportError
+from training.errors import ExportError, GameNotGiven
 from training.eval_records import game_name, record_evaluation
 from training.policy_tweaks import PolicyTweakError
 from training.run_paths import InvalidRunName, RunPaths
 from training.run_record import RunRecord
 from training.trainer import TrainOutcome, TrainRequest, train
 
-USER_ERRORS = (ConfigError, CheckpointError, BridgeError, InvalidRunName, PolicyTweakError)
+USER_ERRORS = (
+    ConfigError,
+    CheckpointError,
+    BridgeError,
+    GameNotGiven,
+    InvalidRunName,
+    PolicyTweakError,
+)
 
 
 def git_choice(request: TrainRequest, flag: bool | None) -> bool:

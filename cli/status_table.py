@@ -60,7 +60,7 @@ def _bare_state(root: Path, record: RunRecord, training_here: str | None) -> str
     if training_here == record.run:
         return "[green]running[/]"
     if record.status == "running":
-        session = find_session(record.run)
+        session = find_session(root, record.run)
         if session is not None and window_alive(session, TRAIN_WINDOW):
             return "[green]running[/]"
         last = record.sessions[-1] if record.sessions else {}

@@ -1,8 +1,10 @@
 """Detached tmux sessions of runs, through libtmux.
 
-A run's session ``lander-<run>`` has a window ``train`` running ``lander train``;
-TensorBoard has a session of its own, ``lander-dashboard-<port>``, shared by every
-run of the checkout, so tidying a run's session never takes the dashboard away.
+A run's session ``lander-<checkout>-<run>`` has a window ``train`` running ``lander
+train``; ``<checkout>`` is a short hash of the checkout's path, so two clones on one
+machine never see (or stop) each other's runs. TensorBoard has a session of its own,
+``lander-dashboard-<port>``, shared by every run of the checkout, so tidying a run's
+session never takes the dashboard away.
 Windows stay after their program exits (``remain-on-exit``), so a person attaching
 later reads how it ended; ``lander stop`` and ``lander clean`` remove the sessions of
 runs that have ended. Set ``LANDER_TMUX_SOCKET`` to use a private tmux server (tests do).
@@ -10,6 +12,7 @@ runs that have ended. Set ``LANDER_TMUX_SOCKET`` to use a private tmux server (t
 
 from __future__ import annotations
 
+import hashlib
 import os
 import shlex
 import sys
@@ -38,15 +41,28 @@ def server() -> libtmux.Server:
     return libtmux.Server(socket_name=os.environ.get("LANDER_TMUX_SOCKET") or None)
 
 
-def session_name(run: str) -> str:
-    """tmux turns ``.`` into ``_`` in session names, so do it first."""
-    return SESSION_PREFIX + run.replace(".", "_")
+def checkout_tag(root: Path) -> str:
+    """Six hex digits naming the checkout (its resolved path) in its sessions' names."""
+    return hashlib.sha1(str(root.resolve()).encode()).hexdigest()[:6]
 
 
-def find_session(run: str) -> libtmux.Session | None:
-    """The run's session, or None."""
+def session_name(root: Path, run: str) -> str:
+    """``lander-<checkout>-<run>``, one name per checkout and run.
+
+    tmux turns ``.`` into ``_`` in session names, which would make ``col.x`` and
+    ``col_x`` one session: a name with a dot gets ``_`` and a hash of the run's real
+    name after ``+`` (a character no run name has, so no other run maps there).
+    """
+    prefix = f"{SESSION_PREFIX}{checkout_tag(root)}-"
+    if "." not in run:
+        return prefix + run
+    return prefix + run.replace(".", "_") + "+" + hashlib.sha1(run.encode()).hexdigest()[:4]
+
+
+def find_session(root: Path, run: str) -> libtmux.Session | None:
+    """This checkout's session of the run, or None."""
     try:
-        return server().sessions.get(session_name=session_name(run), default=None)
+        return server().sessions.get(session_name=session_name(root, run), default=None)
     except LibTmuxException:
         return None
 
@@ -103,7 +119,7 @@ def create_run_session(
     :raises TmuxError: when tmux cannot create it.
     """
     try:
-        session = _new_session(session_name(run), TRAIN_WINDOW, root)
+        session = _new_session(session_name(root, run), TRAIN_WINDOW, root)
         train_window = _window(session, TRAIN_WINDOW)
         assert train_window is not None
         _run_in_window(train_window, lander_command(*command_args), environment)
@@ -141,17 +157,22 @@ def start_dashboard(port: int, root: Path, command: list[str], environment: dict
         raise TmuxError(f"tmux could not start the dashboard: {exc}") from None
 
 
-def remove_ended_sessions() -> list[str]:
-    """Kill the sessions whose program has ended (runs that finished, failed or were
-    stopped; a dashboard that exited); return their names."""
+def remove_ended_sessions(root: Path) -> list[str]:
+    """Kill this checkout's sessions whose program has ended (runs that finished, failed
+    or were stopped; a dashboard of its own that exited); return their names. Another
+    clone's sessions on this machine are its own to tidy."""
     try:
         sessions = list(server().sessions)
     except LibTmuxException:
         return []
     removed = []
+    runs_prefix = f"{SESSION_PREFIX}{checkout_tag(root)}-"
     for session in sessions:
         name = session.session_name or ""
-        if not name.startswith(SESSION_PREFIX):
+        if name.startswith(DASHBOARD_PREFIX):
+            if Path(session.session_path or "/").resolve() != root.resolve():
+                continue
+        elif not name.startswith(runs_prefix):
             continue
         window = DASHBOARD_WINDOW if name.startswith(DASHBOARD_PREFIX) else TRAIN_WINDOW
         if not window_alive(session, window):

@@ -1,54 +1,71 @@
-"""One trainer per checkout: an advisory lock held by the training process.
+"""One trainer per checkout: a lock held by the training process itself.
 
-The kernel releases it when the process dies, however it dies, so a crashed
-trainer never blocks the next run. The file also names the run holding it, so
-a refused start can say which run is training.
+The lock is a Unix socket in Linux's abstract namespace, named after the checkout's
+path: it exists exactly while its holder's process does. No file stands for it, so
+nothing that happens to the checkout's files (``git clean -fdX``, a removed lock file)
+lets a second trainer in beside a live one, and the kernel releases it when the
+process dies, however it dies, so a crashed trainer never blocks the next run.
+A second socket, named after the run, says which run holds it; both are listed in
+``/proc/net/unix``, which is where :func:`holder` reads them.
 """
 
 from __future__ import annotations
 
-import fcntl
-import json
-import os
+import errno
+import hashlib
+import socket
 from pathlib import Path
-from typing import IO
 
 from cli.console import how
 
-LOCK_NAME = ".lander-trainer.lock"
+PROC_UNIX = Path("/proc/net/unix")
 
 
 class TrainerBusy(Exception):
     """Another trainer holds this checkout."""
 
 
-def lock_path(root: Path) -> Path:
-    """Where the lock file lives (git-ignored)."""
-    return root / LOCK_NAME
+def lock_address(root: Path) -> str:
+    """The abstract socket name of the checkout's lock (without the leading NUL)."""
+    digest = hashlib.sha1(str(root.resolve()).encode()).hexdigest()[:16]
+    return f"lander-trainer-{digest}"
 
 
-def _holder_run(handle: IO[str]) -> str | None:
-    """The run named in an open lock file (what the holder wrote), if readable."""
-    handle.seek(0)
+def _bind(name: str) -> socket.socket | None:
+    """A datagram socket bound to the abstract ``name``, or None when another process holds it."""
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
     try:
-        run = json.loads(handle.read() or "{}").get("run")
-    except json.JSONDecodeError:
+        sock.bind("\0" + name)
+    except OSError as exc:
+        sock.close()
+        if exc.errno == errno.EADDRINUSE:
+            return None
+        raise
+    return sock
+
+
+def _holder_run(root: Path) -> str | None:
+    """The run the lock's holder named, read from the abstract sockets this machine lists."""
+    marker = f"@{lock_address(root)}-run-"
+    try:
+        listing = PROC_UNIX.read_text(errors="replace")
+    except OSError:
         return None
-    return str(run) if run else None
+    for line in listing.splitlines():
+        field = line.rsplit(" ", 1)[-1]
+        if field.startswith(marker):
+            return field[len(marker) :] or None
+    return None
 
 
 def holder(root: Path) -> str | None:
-    """The run whose trainer holds the lock now, or None when no trainer runs."""
-    path = lock_path(root)
-    if not path.exists():
+    """The run whose trainer holds the lock now ("unknown" when it named none yet), or
+    None when no trainer runs in this checkout."""
+    probe = _bind(lock_address(root))
+    if probe is not None:
+        probe.close()
         return None
-    with path.open("a+") as handle:
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            return _holder_run(handle) or "unknown"
-        fcntl.flock(handle, fcntl.LOCK_UN)
-        return None
+    return _holder_run(root) or "unknown"
 
 
 class TrainerLock:
@@ -59,35 +76,33 @@ class TrainerLock:
     """
 
     def __init__(self, root: Path, run: str) -> None:
-        self.path = lock_path(root)
+        self.root = root
         self.run = run
-        self._handle: IO[str] | None = None
+        self._lock: socket.socket | None = None
+        self._name: socket.socket | None = None
 
     def __enter__(self) -> TrainerLock:
-        handle = self.path.open("a+")
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            other = _holder_run(handle) or "another run"
-            handle.close()
+        lock = _bind(lock_address(self.root))
+        if lock is None:
+            other = _holder_run(self.root) or "another run"
             raise TrainerBusy(
                 f"run {other!r} is training in this checkout; stop it first ({how(f'stop {other}')})"
-            ) from None
-        self._handle = handle
+            )
+        self._lock = lock
         self.name_run(self.run)
         return self
 
     def name_run(self, run: str) -> None:
         """Say which run the holder trains (known only once it holds the lock: ``next``)."""
-        assert self._handle is not None
+        assert self._lock is not None
+        if self._name is not None:
+            self._name.close()
         self.run = run
-        self._handle.seek(0)
-        self._handle.truncate()
-        self._handle.write(json.dumps({"run": run, "pid": os.getpid()}))
-        self._handle.flush()
+        # Run names are validated (letters, digits, -_.), so they fit a socket name whole.
+        self._name = _bind(f"{lock_address(self.root)}-run-{run}")
 
     def __exit__(self, *_: object) -> None:
-        if self._handle is not None:
-            fcntl.flock(self._handle, fcntl.LOCK_UN)
-            self._handle.close()
-            self._handle = None
+        for sock in (self._name, self._lock):
+            if sock is not None:
+                sock.close()
+        self._lock = self._name = None

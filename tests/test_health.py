@@ -13,7 +13,7 @@ from pathlib import Path
 import libtmux
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-from cli.tmux_sessions import window_alive
+from cli.tmux_sessions import session_name, window_alive
 from tests.conftest import find_free_port_block, wait_until
 from tests.test_operations import lander, trainer_pids
 from training.config import TrainConfig
@@ -122,7 +122,7 @@ def test_lander_stop_ends_an_auto_resumable_run_for_good(
     assert stopped.returncode == 0, stopped.stdout + stopped.stderr
     # stop returned once the train window ended: its supervisor is gone with it, so
     # nothing can start the trainer again.
-    sessions = libtmux.Server(socket_name=tmux_socket).sessions.filter(session_name="lander-final")
+    sessions = libtmux.Server(socket_name=tmux_socket).sessions.filter(session_name=session_name(work, "final"))
     assert not sessions or not window_alive(sessions[0], "train")
     assert trainer_pids("final") == []
     record = _record(work, "final")

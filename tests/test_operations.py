@@ -12,7 +12,7 @@ from pathlib import Path
 
 import libtmux
 
-from cli.tmux_sessions import window_alive
+from cli.tmux_sessions import session_name, window_alive
 from tests.conftest import GIT_IDENTITY, REPO_ROOT, SMALL, find_free_port_block, git, wait_until
 
 LANDER = REPO_ROOT / ".venv" / "bin" / "lander"
@@ -78,7 +78,7 @@ def test_start_stop_push_and_a_second_clone_gets_every_result(
     assert f"http://127.0.0.1:{tb_port}/" in started.stdout and "lander attach r1" in started.stdout
     page = started.stdout.split("live page: ")[1].split()[0]
     tmux = libtmux.Server(socket_name=tmux_socket)
-    session = tmux.sessions.get(session_name="lander-r1")
+    session = tmux.sessions.get(session_name=session_name(work, "r1"))
     assert [w.window_name for w in session.windows] == ["train", "page"]
     assert int(session.windows[0].window_width or 0) >= 200, "the progress line fits"
     dashboard = tmux.sessions.get(session_name=f"lander-dashboard-{tb_port}")
@@ -113,7 +113,7 @@ def test_start_stop_push_and_a_second_clone_gets_every_result(
     assert "final checkpoint checkpoints/r1/final.zip" in stopped.stdout
     assert "pushed to origin/main" in stopped.stdout
     assert trainer_processes("r1") == 0
-    assert tmux.sessions.get(session_name="lander-r1", default=None) is None, (
+    assert tmux.sessions.get(session_name=session_name(work, "r1"), default=None) is None, (
         "an ended run's session goes"
     )
     wait_until(lambda: not http_ok(page), 10, "the live page to end with the run's session")
@@ -303,9 +303,9 @@ def test_start_runs_a_curriculum_in_tmux(checkout: tuple[Path, Path], tmux_socke
     )
     assert '"parent": "tour-a"' in record.read_text()
     tmux = libtmux.Server(socket_name=tmux_socket)
-    session = tmux.sessions.get(session_name="lander-tour")
+    session = tmux.sessions.get(session_name=session_name(work, "tour"))
     wait_until(lambda: not window_alive(session, "train"), 60, "the curriculum's window to end")
     cleaned = lander(work, "clean", socket=tmux_socket)
-    assert cleaned.returncode == 0 and "lander-tour" in cleaned.stdout
+    assert cleaned.returncode == 0 and session_name(work, "tour") in cleaned.stdout
     names = {s.session_name for s in tmux.sessions}
-    assert "lander-tour" not in names and any(n.startswith("lander-dashboard-") for n in names)
+    assert session_name(work, "tour") not in names and any(n.startswith("lander-dashboard-") for n in names)

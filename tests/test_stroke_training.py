@@ -94,6 +94,7 @@ def test_start_trains_the_stroke_game_in_tmux_without_a_lander_page(
     page is served (the page flies the lander, not strokes)."""
     import libtmux
 
+    from cli.tmux_sessions import session_name
     from tests.conftest import find_free_port_block, wait_until
 
     work, _ = checkout
@@ -109,6 +110,6 @@ def test_start_trains_the_stroke_game_in_tmux_without_a_lander_page(
         lambda: record.exists() and '"status": "finished"' in record.read_text(), 120, "the run"
     )
     assert json.loads(record.read_text())["config"]["game"] == "stroke"
-    session = libtmux.Server(socket_name=tmux_socket).sessions.get(session_name="lander-pens")
+    session = libtmux.Server(socket_name=tmux_socket).sessions.get(session_name=session_name(work, "pens"))
     assert {window.window_name for window in session.windows} == {"train"}
     wait_until((work / "bots" / "pens.json").exists, 60, "the run's bot")

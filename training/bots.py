@@ -7,7 +7,7 @@ Stable-Baselines3) can score it: what needs them is imported where it is used.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -17,6 +17,8 @@ from game_bridge.bot_runner import BotRunner
 from game_bridge.launcher import LaunchConfig, game_command
 from training.checkpoints import find_resume_point
 from training.config import TrainConfig
+from training.errors import game_not_given
+from training.eval_records import owns_run
 from training.evaluation import (
     EvalResult,
     GameSettings,
@@ -112,13 +114,18 @@ def export_run(
 
 @dataclass(frozen=True)
 class EvalTarget:
-    """What is evaluated: a policy, its name, and where it came from."""
+    """What is evaluated: a policy, its name, and where it came from.
+
+    :param game_bin: the game program this checkout itself chose for it (a run it trained
+        with ``--game-bin``); never what a bot file names.
+    """
 
     policy: Policy
     run: str | None
     timesteps: int | None
     bot: Path | None
     trained: dict[str, Any]
+    game_bin: str | None = None
 
 
 def bot_target(path: Path) -> EvalTarget:
@@ -132,17 +139,20 @@ def bot_target(path: Path) -> EvalTarget:
 
 def run_target(paths: RunPaths, console: Console | None = None) -> EvalTarget:
     """A run as an evaluation target: its exported bot if there is one, else its checkpoint."""
+    record = _record_of(paths)
+    # The run's own record names its game only when this checkout trained it.
+    own_game = record.config.game_bin if record is not None and owns_run(paths) else None
     if paths.bot_json.exists():
-        return bot_target(paths.bot_json)
+        return replace(bot_target(paths.bot_json), game_bin=own_game)
     from training.trainer import load_for_inference
 
     point = find_resume_point(paths.root, paths.run, console)
     model, normalizer = load_for_inference(point.model)
-    record = _record_of(paths)
     trained = trained_with(record.config) if record else {}
     return EvalTarget(
-        model_policy(model, normalizer), paths.run, int(model.num_timesteps), None, trained
-    )
+        model_policy(model, normalizer), paths.run, int(model.num_timesteps), None, trained,
+        own_game,
+    )  # fmt: skip
 
 
 def evaluate_target(
@@ -153,9 +163,16 @@ def evaluate_target(
     seed: int = 1000,
     transport: str | None = None,
 ) -> EvalResult:
-    """Evaluate on the bundled game in-process, or on ``game_bin`` (else the bot's own game)
-    through the bridge, over ``transport`` (else the one the bot trained with)."""
-    chosen = str(game_bin) if game_bin is not None else target.trained.get("game_bin")
+    """Evaluate on the bundled game in-process, or on ``game_bin`` (else the game this
+    checkout trained the run on) through the bridge, over ``transport`` (else the one the
+    bot trained with).
+
+    :raises GameNotGiven: the bot trained on a game program that nobody named here.
+    """
+    chosen = str(game_bin) if game_bin is not None else target.game_bin
+    named = target.trained.get("game_bin")
+    if chosen is None and named is not None:
+        raise game_not_given(f"bot {target.run or target.bot}", str(named))
     if chosen is None:
         return evaluate_in_process(target.policy, episodes, seed, bundled_settings(target.trained))
     from game_bridge.vec_env import GameVecEnv

@@ -7,3 +7,21 @@ from __future__ import annotations
 
 class ExportError(Exception):
     """A policy that cannot be exported, or an export that failed its parity check."""
+
+
+class GameNotGiven(Exception):
+    """A bot or a run record names a game program that this checkout never chose.
+
+    Bot files and other checkouts' records travel through ``git pull`` and downloads:
+    a program lander starts comes from the user's command line (``--game-bin``) or this
+    checkout's own settings, never from a file that came from elsewhere.
+    """
+
+
+def game_not_given(what: str, game_bin: str) -> GameNotGiven:
+    """The one line for a ``what`` (a bot, a run) trained on the program ``game_bin``."""
+    name = game_bin.replace("\\", "/").rsplit("/", 1)[-1]
+    return GameNotGiven(
+        f"{what} was trained on the game {name!r} ({game_bin} on the machine that trained it); "
+        f"lander starts only a game you name: add --game-bin PATH/TO/{name}"
+    )

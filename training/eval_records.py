@@ -13,6 +13,7 @@ cannot conflict and never names a bot that is not committed.
 from __future__ import annotations
 
 import json
+import math
 import os
 import socket
 from collections.abc import Callable, Iterable
@@ -44,6 +45,25 @@ def game_name(trained: dict[str, Any], game_bin: str | Path | None = None) -> st
     return BUNDLED_GAME if difficulty == "1" else f"{BUNDLED_GAME} (difficulty {difficulty})"
 
 
+def checkout_relative(root: Path, path: Path) -> str | None:
+    """``path`` relative to the checkout (``bots/run03.json``), or None when it lies outside."""
+    try:
+        return str(path.resolve().relative_to(root.resolve()))
+    except ValueError:
+        return None
+
+
+def inside_checkout(root: Path, relative: str) -> bool:
+    """True when a path read from a record names a file inside the checkout: not absolute,
+    no ``..``, no git pathspec magic; a record from elsewhere may hold anything."""
+    candidate = Path(relative)
+    if candidate.is_absolute() or ".." in candidate.parts or relative.startswith(":"):
+        return False
+    if any(char in relative for char in "*?[\\\0"):
+        return False
+    return (root / candidate).resolve().is_relative_to(root.resolve())
+
+
 @dataclass(frozen=True)
 class EvalRecord:
     """One evaluation of a run's policy.
@@ -73,18 +93,21 @@ class EvalRecord:
     def from_dict(cls, data: dict[str, Any]) -> EvalRecord | None:
         """A record read back, or None for a line that is not one (never an exception:
         one bad line must not hide the others)."""
+        bot, timesteps = data.get("bot"), data.get("timesteps")
         try:
+            if not math.isfinite(float(data["results"]["mean_reward"])):
+                return None
             return cls(
                 run=str(data["run"]),
-                timesteps=data.get("timesteps"),
-                bot=data.get("bot"),
+                timesteps=timesteps if type(timesteps) is int else None,
+                bot=bot if isinstance(bot, str) else None,
                 game=str(data.get("game") or BUNDLED_GAME),
                 results=dict(data["results"]),
                 date=str(data.get("date", "")),
                 commit=data.get("commit"),
                 checkout=str(data.get("checkout", "")),
             )
-        except (KeyError, TypeError, ValueError):
+        except (KeyError, TypeError, ValueError, OverflowError):
             return None
 
 
@@ -150,9 +173,9 @@ def record_evaluation(
 
     :param result: a :class:`training.evaluation.EvalResult`.
     """
-    bot_text = None
-    if bot is not None:
-        bot_text = str(bot.relative_to(root)) if bot.is_relative_to(root) else str(bot)
+    # A bot outside the checkout (a download) is named by nobody's path: a committed
+    # record holds only paths inside the repository, which every clone can resolve.
+    bot_text = checkout_relative(root, bot) if bot is not None else None
     destination = record_destination(root, run, publish)
     record = EvalRecord(
         run=run or "",

@@ -58,6 +58,7 @@ from training.config import (
 )
 from training.environments import game_env_of, launch_config, make_vec_env, wrap_normalization
 from training.eval_callback import PeriodicEvaluation
+from training.errors import game_not_given
 from training.eval_records import owns_run
 from training.evaluation import EvalResult, Policy, evaluate_through_bridge, game_settings
 from training.health import KEPT_FINDINGS, Finding, HealthWatch
@@ -149,6 +150,7 @@ def plan_training(request: TrainRequest, console: Console | None = None) -> Trai
     previous: RunRecord | None = None
     base = TrainConfig()
     parent: str | None = None
+    foreign_game: str | None = None
     if request.resume is not None:
         resume_point = find_resume_point(request.root, request.resume, console)
         source_run = resume_point.run or _run_of_checkpoint(request.root, resume_point.model)
@@ -157,6 +159,8 @@ def plan_training(request: TrainRequest, console: Console | None = None) -> Trai
             source = RunPaths(request.root, source_run)
         if source is not None and source.exists():
             base = replace(RunRecord.load(source.run_json).config, **SESSION_SETTINGS)
+            if base.game_bin is not None and not owns_run(source):
+                foreign_game = base.game_bin  # named by a record from elsewhere
         if source_run != request.run:
             parent = source_run
         elif paths.exists():
@@ -183,6 +187,9 @@ def plan_training(request: TrainRequest, console: Console | None = None) -> Trai
             config, load_config_file(request.config_file), f"config file {request.config_file}"
         )
     config = apply_overrides(config, request.overrides, "flags").validate()
+    named_here = "game_bin" in request.overrides
+    if foreign_game is not None and config.game_bin == foreign_game and not named_here:
+        raise game_not_given(f"run {source_run} (trained in another checkout)", foreign_game)
     if request.reset_std is not None and not request.reset_std > 0:
         raise ConfigError(f"--reset-std must be positive, got {request.reset_std}")
     if request.reset_std is not None and resume_point is None:
