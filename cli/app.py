@@ -549,11 +549,23 @@ def start(
             fail(f"plan {str(curriculum_plan)!r} does not exist")
         if settings or config or resume or reset_std is not None or force:
             fail("a curriculum's plan sets its stages' settings: give them in the plan, not here")
+        from training.curriculum import load_plan
+
+        try:
+            load_plan(curriculum_plan)  # a bad plan is one line here, not a dead tmux window
+        except ConfigError as exc:
+            fail(str(exc))
         command = ["curriculum", str(curriculum_plan.resolve())]
         command += [] if git is None else ["--git" if git else "--no-git"]
     elif sweep_space is not None:
         if not sweep_space.is_file():
             fail(f"search space {str(sweep_space)!r} does not exist")
+        from training.search_space import load_space
+
+        try:
+            load_space(sweep_space)
+        except ConfigError as exc:
+            fail(str(exc))
         if "push_every" in settings or resume or reset_std is not None or force:
             fail(
                 "--push-every, --resume, --reset-std and --force are not sweep options "

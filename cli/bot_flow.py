@@ -5,6 +5,7 @@ Each turns user mistakes (a missing run, a broken bot file) into one red line.
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 from cli.console import console, fail
@@ -14,7 +15,9 @@ from cli.results import committed_champions
 from game_bridge.bot_runner import BotFormatError, BotRunner
 from game_bridge.errors import BridgeError
 from training.bots import (
+    BotFacts,
     EvalTarget,
+    bot_facts,
     bot_target,
     bundled_settings,
     evaluate_target,
@@ -153,6 +156,10 @@ def evaluate_and_report(
         result = evaluate_target(chosen, episodes, game_bin, port, seed, transport)
     except BOT_ERRORS as exc:
         fail(str(exc))
+    if not math.isfinite(result.mean_reward):
+        fail(
+            f"the evaluation scored {result.mean_reward}: the bot's actions are not numbers; nothing recorded"
+        )
     console.print(result.line())
     game = game_name(chosen.trained, game_bin)
     champion = committed_champions(root).get(game)
@@ -198,14 +205,18 @@ def play_and_report(
         fail("--agents must be at least 1, --seconds and --speed positive")
     try:
         bot = BotRunner.from_file(bot_path)
+        facts = bot_facts(bot, bot_path)
     except BotFormatError as exc:
         fail(str(exc))
-    trained = bot.spec.get("trained_with") or {}
+    trained = facts.trained
     settings = bundled_settings(trained)
     if isinstance(settings, StrokeSettings):
         if game_bin is not None:
             fail("a stroke bot corrects strokes in the bundled stroke game only: drop --game-bin")
-        _play_strokes(bot, settings, record, agents, seed)
+        try:
+            _play_strokes(bot, facts, settings, record, agents, seed)
+        except BotFormatError as exc:
+            fail(str(exc))
         return
     flight: Flight | None = None
     env = None
@@ -245,8 +256,8 @@ def play_and_report(
             if trace.returns
             else "no episode ended"
         )
-        name = bot.spec.get("run") or bot_path.stem
-        steps = bot.spec.get("timesteps")
+        name = facts.run or bot_path.stem
+        steps = facts.timesteps
         title = f"bot {name}" + (f" ({steps:,} steps)" if steps else "") + f": {score}"
         picture = record_picture(
             trace, record, title=title, steps_per_second=60 / settings.action_repeat
@@ -255,7 +266,12 @@ def play_and_report(
 
 
 def _play_strokes(
-    bot: BotRunner, settings: StrokeSettings, record: Path | None, pens: int, seed: int
+    bot: BotRunner,
+    facts: BotFacts,
+    settings: StrokeSettings,
+    record: Path | None,
+    pens: int,
+    seed: int,
 ) -> None:
     """``lander play`` of a stroke bot: one stroke per pen, its score, and the picture."""
     from game_bridge.stroke_game.play import play_strokes, record_strokes
@@ -268,8 +284,8 @@ def _play_strokes(
         f"{len(trace.returns)} stroke(s): mean_reward={mean:.2f} normalized_score={score:.3f}"
     )
     if record is not None:
-        name = bot.spec.get("run") or "bot"
-        steps = bot.spec.get("timesteps")
+        name = facts.run or "bot"
+        steps = facts.timesteps
         title = (
             f"bot {name}" + (f" ({steps:,} steps)" if steps else "")
             + f", {settings.reward_mode} rewards: mean return {mean:.1f}, normalized {score:.2f}"

@@ -44,6 +44,7 @@ def network_timeout_s() -> float:
         )
     return value
 
+
 PUSH_DEADLINE_S = 180.0
 """How long a push keeps retrying after rejections (another machine pushed first)."""
 EXCLUDE_MARK = "# lander --no-git: "

@@ -13,6 +13,17 @@ STROKE_ENV_ID = "Stroke-v0"
 
 BUNDLED_GAMES = ("lander", "stroke")
 """The games lander ships, each the package ``game_bridge.<name>_game``."""
+BUNDLED_GAME_ARGS: dict[str, dict[str, tuple[str, ...] | None]] = {
+    "lander": {
+        "action_type": ("continuous", "discrete"),
+        "difficulty": ("0", "1", "2"),
+        "agents": None,
+    },
+    "stroke": {"reward_mode": ("step", "delayed"), "agents": None},
+}
+"""The ``--game-arg`` keys each bundled game knows, with their values (None: a whole
+number of at least 1). A bundled game refuses any other; a ``--game-bin`` game gets every
+argument it is given, as the plugin's games ignore what they do not know."""
 TRANSPORTS = ("tcp", "stdio")
 """How the trainer and a game exchange messages: length-prefixed frames over TCP, or JSON
 lines on the game's standard input and output."""

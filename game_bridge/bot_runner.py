@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,6 +19,11 @@ import numpy as np
 
 BOT_FORMAT = "lander-bot"
 BOT_FORMAT_VERSION = 1
+MAX_BOT_BYTES = 64 * 2**20
+"""A bot file larger than this is refused before it is read: a bot of lander's layout with
+a million weights is about 20 MB of JSON."""
+MAX_WIDTH = 100_000
+"""The widest observation, action or layer a bot may declare."""
 ACTIVATIONS: dict[str, Callable[[np.ndarray], np.ndarray]] = {
     "tanh": np.tanh,
     "relu": lambda x: np.maximum(x, 0.0),
@@ -76,9 +82,41 @@ class BotRunner:
             self.nvec = [int(n) for n in action.get("nvec", [])]
             self.low = np.asarray(action.get("low", [-1.0] * self.action_size), dtype=np.float64)
             self.high = np.asarray(action.get("high", [1.0] * self.action_size), dtype=np.float64)
-        except (KeyError, TypeError, ValueError) as exc:
+        except (KeyError, TypeError, ValueError, AttributeError, OverflowError) as exc:
             raise BotFormatError(f"bot file is missing or garbles a field: {exc}") from None
+        self._check_sizes()
         self._check_shapes()
+
+    def _check_sizes(self) -> None:
+        """Bounds and finiteness of what was read: a hand-edited file must fail here, in one
+        line, not as a numpy error in the middle of a game."""
+        sizes = [("observation size", self.obs_size), ("action size", self.action_size)]
+        sizes += [(f"observation key {key!r}", size) for key, size in self.obs_keys]
+        sizes += [("an action segment", n) for n in self.nvec]
+        for what, size in sizes:
+            if not 1 <= size <= MAX_WIDTH:
+                raise BotFormatError(
+                    f"the bot's {what} must be from 1 to {MAX_WIDTH:,}, got {size}"
+                )
+        arrays = [("low", self.low), ("high", self.high)]
+        arrays += [(f"layer {i} weights", layer.weights) for i, layer in enumerate(self.layers)]
+        arrays += [(f"layer {i} biases", layer.biases) for i, layer in enumerate(self.layers)]
+        if self.obs_mean is not None and self.obs_scale is not None:
+            arrays += [
+                ("normalization mean", self.obs_mean),
+                ("normalization scale", self.obs_scale),
+            ]
+            if not (math.isfinite(self.obs_clip) and self.obs_clip > 0):
+                raise BotFormatError(
+                    f"normalization clip must be a positive number, got {self.obs_clip}"
+                )
+            if self.obs_scale.size and not bool(np.all(self.obs_scale > 0)):
+                raise BotFormatError("normalization scale must be positive")
+        for what, values in arrays:
+            if not bool(np.all(np.isfinite(values))):
+                raise BotFormatError(f"the bot's {what} hold values that are not finite numbers")
+        if self.low.shape != (self.action_size,) or self.high.shape != (self.action_size,):
+            raise BotFormatError(f"action low and high must have {self.action_size} values each")
 
     def _check_shapes(self) -> None:
         width = self.obs_size
@@ -91,7 +129,7 @@ class BotRunner:
                 )
             if layer.biases.shape != (layer.weights.shape[0],):
                 raise BotFormatError(
-                    f"layer {index}: {layer.biases.shape[0]} biases for {layer.weights.shape[0]} units"
+                    f"layer {index}: biases of shape {layer.biases.shape} for {layer.weights.shape[0]} units"
                 )
             width = layer.weights.shape[0]
         if self.obs_keys and sum(size for _, size in self.obs_keys) != self.obs_size:
@@ -115,10 +153,15 @@ class BotRunner:
         :raises BotFormatError: unreadable, not JSON, or inconsistent.
         """
         try:
+            size = Path(path).stat().st_size
+            if size > MAX_BOT_BYTES:
+                raise BotFormatError(
+                    f"bot {str(path)!r} is {size / 2**20:,.0f} MB, over the {MAX_BOT_BYTES // 2**20} MB a bot may be"
+                )
             spec = json.loads(Path(path).read_text())
         except OSError as exc:
             raise BotFormatError(f"cannot read bot {str(path)!r}: {exc.strerror or exc}") from None
-        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as exc:
             raise BotFormatError(f"bot {str(path)!r} is not JSON: {exc}") from None
         if not isinstance(spec, dict):
             raise BotFormatError(f"bot {str(path)!r} is not a JSON object")
@@ -138,7 +181,13 @@ class BotRunner:
                 for key, size in self.obs_keys
             ]
             return np.concatenate(parts, axis=1)
-        return np.asarray(obs, dtype=np.float64).reshape(-1, self.obs_size)
+        flat = np.asarray(obs, dtype=np.float64)
+        flat = flat.reshape(1, -1) if flat.ndim == 1 else flat
+        if flat.ndim != 2 or flat.shape[1] != self.obs_size:
+            raise BotFormatError(
+                f"the bot takes observations of size {self.obs_size}, the game sends shape {flat.shape[1:]}"
+            )
+        return flat
 
     def network_output(self, obs: np.ndarray | dict[str, Any]) -> np.ndarray:
         """The raw output of the network (Gaussian mean or logits) for a batch."""

@@ -122,7 +122,9 @@ def test_lander_stop_ends_an_auto_resumable_run_for_good(
     assert stopped.returncode == 0, stopped.stdout + stopped.stderr
     # stop returned once the train window ended: its supervisor is gone with it, so
     # nothing can start the trainer again.
-    sessions = libtmux.Server(socket_name=tmux_socket).sessions.filter(session_name=session_name(work, "final"))
+    sessions = libtmux.Server(socket_name=tmux_socket).sessions.filter(
+        session_name=session_name(work, "final")
+    )
     assert not sessions or not window_alive(sessions[0], "train")
     assert trainer_pids("final") == []
     record = _record(work, "final")

@@ -308,4 +308,6 @@ def test_start_runs_a_curriculum_in_tmux(checkout: tuple[Path, Path], tmux_socke
     cleaned = lander(work, "clean", socket=tmux_socket)
     assert cleaned.returncode == 0 and session_name(work, "tour") in cleaned.stdout
     names = {s.session_name for s in tmux.sessions}
-    assert session_name(work, "tour") not in names and any(n.startswith("lander-dashboard-") for n in names)
+    assert session_name(work, "tour") not in names and any(
+        n.startswith("lander-dashboard-") for n in names
+    )

@@ -110,6 +110,8 @@ def test_start_trains_the_stroke_game_in_tmux_without_a_lander_page(
         lambda: record.exists() and '"status": "finished"' in record.read_text(), 120, "the run"
     )
     assert json.loads(record.read_text())["config"]["game"] == "stroke"
-    session = libtmux.Server(socket_name=tmux_socket).sessions.get(session_name=session_name(work, "pens"))
+    session = libtmux.Server(socket_name=tmux_socket).sessions.get(
+        session_name=session_name(work, "pens")
+    )
     assert {window.window_name for window in session.windows} == {"train"}
     wait_until((work / "bots" / "pens.json").exists, 60, "the run's bot")

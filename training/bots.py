@@ -13,10 +13,18 @@ from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 
-from game_bridge.bot_runner import BotRunner
+from game_bridge import BUNDLED_GAMES, TRANSPORTS
+from game_bridge.bot_runner import BotFormatError, BotRunner
 from game_bridge.launcher import LaunchConfig, game_command
 from training.checkpoints import find_resume_point
-from training.config import TrainConfig
+from training.config import (
+    MAX_ACTION_REPEAT,
+    MAX_AGENTS,
+    MAX_SPEEDUP,
+    ConfigError,
+    TrainConfig,
+    check_bundled_game_args,
+)
 from training.errors import game_not_given
 from training.eval_records import owns_run
 from training.evaluation import (
@@ -28,7 +36,7 @@ from training.evaluation import (
     game_settings,
     model_policy,
 )
-from training.run_paths import RunPaths
+from training.run_paths import InvalidRunName, RunPaths, validate_run_name
 from training.run_record import RunRecord
 
 if TYPE_CHECKING:
@@ -46,6 +54,50 @@ def trained_with(config: TrainConfig) -> dict[str, Any]:
         "speedup": config.speedup,
         "agents_per_instance": config.agents_per_instance,
     }
+
+
+def checked_trained_with(raw: object) -> dict[str, Any]:
+    """A bot's ``trained_with`` as lander may use it: a bot file may come from anywhere,
+    so each field is checked against what a run could have written, before any game is
+    set up from it (an ``action_repeat`` of 10^9 would make one step take hours).
+
+    :raises BotFormatError: naming the field.
+    """
+    if raw is None:
+        return {}
+    if not isinstance(raw, dict):
+        raise BotFormatError("the bot's trained_with must be an object")
+    checked = dict(raw)
+    try:
+        if checked.get("game") is not None and checked["game"] not in BUNDLED_GAMES:
+            raise ValueError(f"game must be one of {', '.join(BUNDLED_GAMES)}")
+        for name in ("game_bin", "transport"):
+            if checked.get(name) is not None and not isinstance(checked[name], str):
+                raise ValueError(f"{name} must be text")
+        if checked.get("transport") not in (None, *TRANSPORTS):
+            raise ValueError(f"transport must be one of {', '.join(TRANSPORTS)}")
+        game_args = checked.get("game_args") or {}
+        if not isinstance(game_args, dict) or not all(
+            isinstance(k, str) and isinstance(v, str) for k, v in game_args.items()
+        ):
+            raise ValueError("game_args must map names to text")
+        if checked.get("game_bin") is None:
+            check_bundled_game_args(checked.get("game") or "lander", game_args)
+        for name, high in (
+            ("action_repeat", MAX_ACTION_REPEAT),
+            ("agents_per_instance", MAX_AGENTS),
+        ):
+            value = checked.get(name)
+            if value is not None and (type(value) is not int or not 1 <= value <= high):
+                raise ValueError(f"{name} must be a whole number from 1 to {high:,}")
+        speedup = checked.get("speedup")
+        if speedup is not None and (
+            not isinstance(speedup, int | float) or not 0 < speedup <= MAX_SPEEDUP
+        ):
+            raise ValueError(f"speedup must be a number above 0 and at most {MAX_SPEEDUP:,}")
+    except (ValueError, ConfigError) as exc:
+        raise BotFormatError(f"the bot's trained_with is not one lander wrote: {exc}") from None
+    return checked
 
 
 def bundled_settings(trained: dict[str, Any]) -> GameSettings:
@@ -128,13 +180,45 @@ class EvalTarget:
     game_bin: str | None = None
 
 
+@dataclass(frozen=True)
+class BotFacts:
+    """What a bot file says of itself, checked (it may come from anywhere).
+
+    :param run: the run it was exported from, a valid run name, or None.
+    :param timesteps: the steps it was trained, or None.
+    :param trained: :func:`checked_trained_with` of its ``trained_with``.
+    """
+
+    run: str | None
+    timesteps: int | None
+    trained: dict[str, Any]
+
+
+def bot_facts(bot: BotRunner, path: Path) -> BotFacts:
+    """:class:`BotFacts` of a bot read from ``path``.
+
+    :raises BotFormatError: a field that no lander export writes.
+    """
+    run, steps = bot.spec.get("run"), bot.spec.get("timesteps")
+    try:
+        run = validate_run_name(run) if run is not None else None
+    except (InvalidRunName, TypeError):
+        raise BotFormatError(f"bot {str(path)!r} names no valid run ({run!r:.40})") from None
+    if steps is not None and (type(steps) is not int or steps < 0):
+        raise BotFormatError(
+            f"bot {str(path)!r}: timesteps must be a whole number, not {steps!r:.40}"
+        )
+    return BotFacts(run, steps, checked_trained_with(bot.spec.get("trained_with")))
+
+
 def bot_target(path: Path) -> EvalTarget:
-    """A bot JSON file as an evaluation target (played with numpy alone)."""
+    """A bot JSON file as an evaluation target (played with numpy alone).
+
+    :raises BotFormatError: the file is not a sound bot.
+    """
     bot = BotRunner.from_file(path)
-    spec = bot.spec
-    return EvalTarget(
-        bot.act, spec.get("run"), spec.get("timesteps"), path, spec.get("trained_with") or {}
-    )
+    facts = bot_facts(bot, path)
+    return EvalTarget(bot.act, facts.run, facts.timesteps, path, facts.trained)
 
 
 def run_target(paths: RunPaths, console: Console | None = None) -> EvalTarget:

@@ -14,7 +14,7 @@ from dataclasses import MISSING, asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from game_bridge import BUNDLED_GAMES, TRANSPORTS, own_transport
+from game_bridge import BUNDLED_GAME_ARGS, BUNDLED_GAMES, TRANSPORTS, own_transport
 from game_bridge.protocol import DEFAULT_PORT
 
 
@@ -23,6 +23,11 @@ class ConfigError(ValueError):
 
 
 MAX_TIMESTEPS = 10**12
+MAX_AGENTS = 4096
+"""Agents one bundled game instance may simulate."""
+MAX_ACTION_REPEAT = 1000
+MAX_SPEEDUP = 1e6
+"""Physics ticks per step: 1,000 ticks are 16 game seconds, past any sane control rate."""
 """A trillion steps: beyond any run, and far inside the int64 step counters."""
 
 
@@ -74,16 +79,17 @@ class TrainConfig:
     # -- games -------------------------------------------------------------------
     n_parallel: int = setting(4, help="Game instances (processes), each on its own port.", low=1)
     agents_per_instance: int = setting(
-        8, help="Agents in each instance (the bundled game's --agents).", low=1
+        8, help="Agents in each instance (the bundled game's --agents).", low=1, high=MAX_AGENTS
     )
     speedup: float | None = setting(
         None,
         help="Game seconds per wall second (physics ticks/s = 60 x speedup).",
         low=1e-9,
+        high=MAX_SPEEDUP,
         shown="the game's own",
     )
     action_repeat: int | None = setting(
-        None, help="Physics ticks per step.", low=1, shown="the game's own"
+        None, help="Physics ticks per step.", low=1, high=MAX_ACTION_REPEAT, shown="the game's own"
     )
     port: int = setting(
         DEFAULT_PORT, help="Base TCP port: instance i listens on port + i.", low=1, high=65535
@@ -279,6 +285,8 @@ class TrainConfig:
             )
         if self.cluster is not None and self.in_process:
             raise ConfigError("--in-process trains without games: it cannot use --cluster")
+        if self.game_bin is None:
+            check_bundled_game_args(self.game, self.game_args)
         if self.game_bin is not None and self.game != "lander":
             raise ConfigError(
                 f"--game {self.game} names a bundled game and --game-bin another: give one"
@@ -330,6 +338,30 @@ def _check_type(name: str, value: Any, source: str) -> Any:
     return value
 
 
+def check_bundled_game_args(game: str, game_args: dict[str, str]) -> None:
+    """Refuse a ``--game-arg`` the bundled ``game`` does not know, or a value it cannot take,
+    naming what it knows: silently ignored, it would train as if it had not been given.
+
+    :raises ConfigError: naming the argument.
+    """
+    known = BUNDLED_GAME_ARGS.get(game, {})
+    for key, value in game_args.items():
+        if key not in known:
+            raise ConfigError(
+                f"--game-arg {key}: the bundled {game} game knows only " + ", ".join(sorted(known))
+            )
+        choices = known[key]
+        if choices is None:
+            if not (value.isdigit() and 1 <= int(value) <= MAX_AGENTS):
+                raise ConfigError(
+                    f"--game-arg {key} must be a whole number from 1 to {MAX_AGENTS}, got {value!r}"
+                )
+        elif value not in choices:
+            raise ConfigError(
+                f"--game-arg {key} must be one of {', '.join(choices)}, got {value!r}"
+            )
+
+
 def apply_overrides(base: TrainConfig, overrides: dict[str, Any], source: str) -> TrainConfig:
     """A copy of ``base`` with ``overrides`` applied; unknown keys are an error.
 
@@ -355,15 +387,14 @@ def load_config_file(path: Path) -> dict[str, Any]:
     """
     if not path.is_file():
         raise ConfigError(f"config file {str(path)!r} does not exist")
+    if path.suffix not in (".json", ".toml"):
+        raise ConfigError(f"config file {str(path)!r}: use a .toml or .json file")
+    text = read_settings_text(path, "config file")
     try:
-        if path.suffix == ".json":
-            values = json.loads(path.read_text())
-        elif path.suffix == ".toml":
-            values = tomllib.loads(path.read_text())
-        else:
-            raise ConfigError(f"config file {str(path)!r}: use a .toml or .json file")
-    except (json.JSONDecodeError, tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"config file {str(path)!r} is not valid: {exc}") from None
+        values = json.loads(text) if path.suffix == ".json" else tomllib.loads(text)
+    except (json.JSONDecodeError, tomllib.TOMLDecodeError, RecursionError) as exc:
+        first = str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__
+        raise ConfigError(f"config file {str(path)!r} is not valid: {first}") from None
     if not isinstance(values, dict):
         raise ConfigError(f"config file {str(path)!r} must hold a table of settings")
     normalised = {str(key).replace("-", "_"): value for key, value in values.items()}
@@ -373,17 +404,78 @@ def load_config_file(path: Path) -> dict[str, Any]:
     return normalised
 
 
+MAX_SETTINGS_BYTES = 2**20
+"""A settings file, search space or plan larger than this is refused before it is parsed."""
+MAX_YAML_NODES = 100_000
+"""Nodes a YAML file may expand to, aliases counted each time they are used: an alias bomb
+(a few lines that expand to billions of nodes) is refused before it is built."""
+
+
+def read_settings_text(path: Path, what: str) -> str:
+    """The text of a small file the user gave (settings, a space, a plan), bounded in size.
+
+    :raises ConfigError: a missing, unreadable, oversized or non-UTF-8 file.
+    """
+    try:
+        size = path.stat().st_size
+        if size > MAX_SETTINGS_BYTES:
+            raise ConfigError(
+                f"{what} {str(path)!r} is {size:,} bytes: over the {MAX_SETTINGS_BYTES:,} a {what} may be"
+            )
+        return path.read_text()
+    except OSError as exc:
+        raise ConfigError(f"{what} {str(path)!r}: {exc.strerror or exc}") from None
+    except UnicodeDecodeError:
+        raise ConfigError(f"{what} {str(path)!r} is not UTF-8 text") from None
+
+
+def _expanded_size(root: Any) -> int:
+    """How many nodes the composed YAML ``root`` stands for once every alias is expanded
+    (aliases share their node, so each node's size is computed once)."""
+    import yaml
+
+    sizes: dict[int, int] = {}
+    # Post-order over the node graph without recursion: deep nesting cannot overflow the stack.
+    stack: list[tuple[Any, bool]] = [(root, False)]
+    while stack:
+        node, expanded = stack.pop()
+        if id(node) in sizes:
+            continue
+        if isinstance(node, yaml.SequenceNode):
+            children = list(node.value)
+        elif isinstance(node, yaml.MappingNode):
+            children = [item for pair in node.value for item in pair]
+        else:
+            children = []
+        if expanded:
+            total = 1 + sum(sizes[id(child)] for child in children)
+            sizes[id(node)] = min(total, MAX_YAML_NODES + 1)
+        else:
+            stack.append((node, True))
+            stack.extend((child, False) for child in children if id(child) not in sizes)
+    return sizes[id(root)]
+
+
 def load_yaml(path: Path, what: str) -> Any:
-    """Parse a YAML file (a search space, a curriculum plan).
+    """Parse a YAML file (a search space, a curriculum plan), bounded in size and in what
+    its aliases expand to.
 
     :param what: what the file is, for the error message.
-    :raises ConfigError: when the file cannot be read or is not valid YAML.
+    :raises ConfigError: when the file cannot be read, is too large or is not valid YAML.
     """
     import yaml
 
+    text = read_settings_text(path, what)
     try:
-        return yaml.safe_load(path.read_text())
-    except OSError as exc:
-        raise ConfigError(f"{what} {str(path)!r}: {exc.strerror or exc}") from None
+        node = yaml.compose(text, Loader=yaml.SafeLoader)
+        if node is None:
+            return None
+        if _expanded_size(node) > MAX_YAML_NODES:
+            raise ConfigError(
+                f"{what} {str(path)!r} expands to over {MAX_YAML_NODES:,} values (aliases of aliases?)"
+            )
+        return yaml.safe_load(text)
     except yaml.YAMLError as exc:
         raise ConfigError(f"{what} {str(path)!r} is not valid YAML: {exc}") from None
+    except RecursionError:
+        raise ConfigError(f"{what} {str(path)!r} is nested too deeply") from None

@@ -55,13 +55,46 @@ def write_json_atomic(path: Path, data: Any) -> None:
 def load_runs(root: Path) -> list[RunRecord]:
     """Every readable run record of the checkout (``checkpoints/*/run.json``), the one
     scan of runs that status, push and ``resume`` without a name share."""
-    records = []
+    return scan_runs(root)[0]
+
+
+def scan_runs(root: Path) -> tuple[list[RunRecord], dict[str, str]]:
+    """The readable run records, and for each run whose record is damaged (cut short,
+    edited by hand, wrong types) why it cannot be read: one bad record hides nothing else."""
+    records, damaged = [], {}
     for path in sorted((root / "checkpoints").glob("*/run.json")):
         try:
             records.append(RunRecord.load(path))
-        except ValueError:
-            continue
-    return records
+        except ValueError as exc:
+            damaged[path.parent.name] = str(exc)
+    return records, damaged
+
+
+_OPTIONAL_TEXT = ("parent", "resumed_from", "git_commit", "last_checkpoint", "error")
+_TEXT = ("run", "started_at", "updated_at", "status")
+
+
+def _check_types(data: dict[str, Any]) -> None:
+    """Refuse a record whose fields have the wrong types, so no reader meets them later.
+
+    :raises TypeError: naming the field.
+    """
+    for name in _TEXT:
+        if name in data and not isinstance(data[name], str):
+            raise TypeError(f"{name} must be text, not {data[name]!r:.40}")
+    for name in _OPTIONAL_TEXT:
+        if data.get(name) is not None and not isinstance(data[name], str):
+            raise TypeError(f"{name} must be text or null, not {data[name]!r:.40}")
+    steps = data.get("total_timesteps", 0)
+    if type(steps) is not int or steps < 0:
+        raise TypeError(f"total_timesteps must be a whole number of steps, not {steps!r:.40}")
+    if data.get("status", "running") not in STATUSES:
+        raise TypeError(f"status must be one of {', '.join(STATUSES)}, not {data['status']!r:.40}")
+    sessions = data.get("sessions", [])
+    if not isinstance(sessions, list) or not all(isinstance(item, dict) for item in sessions):
+        raise TypeError("sessions must be a list of objects")
+    if not isinstance(data.get("extra", {}), dict):
+        raise TypeError("extra must be an object")
 
 
 @dataclass
@@ -131,6 +164,9 @@ class RunRecord:
         """
         try:
             data = json.loads(path.read_text())
+            if not isinstance(data, dict):
+                raise TypeError("not a JSON object")
+            _check_types(data)
             config = from_dict(data.pop("config"), f"{path}")
             known = {
                 name: data[name]
@@ -142,6 +178,8 @@ class RunRecord:
             raise ConfigError(f"no run record at {path}") from None
         except (json.JSONDecodeError, KeyError, TypeError, AttributeError) as exc:
             raise ConfigError(f"{path} is not a lander run record ({exc})") from None
+        except UnicodeDecodeError:
+            raise ConfigError(f"{path} is not a lander run record (not UTF-8 text)") from None
 
 
 def placement_summary(cluster: dict[str, Any]) -> str:

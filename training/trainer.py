@@ -57,8 +57,8 @@ from training.config import (
     load_config_file,
 )
 from training.environments import game_env_of, launch_config, make_vec_env, wrap_normalization
-from training.eval_callback import PeriodicEvaluation
 from training.errors import game_not_given
+from training.eval_callback import PeriodicEvaluation
 from training.eval_records import owns_run
 from training.evaluation import EvalResult, Policy, evaluate_through_bridge, game_settings
 from training.health import KEPT_FINDINGS, Finding, HealthWatch
