@@ -11,12 +11,14 @@ import math
 import os
 import random
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
 import git
 
 from cli.console import how
+from game_bridge.orphans import die_with_this_process
 from training.config import ConfigError
 from training.run_paths import RunPaths
 
@@ -79,6 +81,21 @@ def current_commit(root: Path) -> str | None:
         return None
 
 
+def _network_git(repo: git.Repo, *args: str) -> str:
+    """Run a git command that talks to the remote: killed after :func:`network_timeout_s`,
+    in a session of its own so that the terminal's Ctrl-C (what ``lander stop`` sends)
+    reaches lander, which decides whether the push goes on, and killed by the kernel if
+    lander dies first (a hung push never outlives the run that started it)."""
+    return str(
+        repo.git.execute(
+            ["git", *args],
+            kill_after_timeout=network_timeout_s(),
+            start_new_session=True,
+            preexec_fn=die_with_this_process(),
+        )
+    )
+
+
 def _upstream(repo: git.Repo) -> git.RemoteReference | None:
     try:
         return repo.active_branch.tracking_branch()
@@ -127,7 +144,7 @@ def pull(root: Path) -> str:
         repo.git.stash("push", "-m", "lander: uncommitted edits, kept over a pull")
     started = time.monotonic()
     try:
-        repo.git.pull("--rebase", kill_after_timeout=network_timeout_s())
+        _network_git(repo, "pull", "--rebase")
     except git.GitCommandError as exc:
         git_dir = Path(repo.git_dir)
         conflict = (git_dir / "rebase-merge").exists() or (git_dir / "rebase-apply").exists()
@@ -307,7 +324,7 @@ def push(root: Path, deadline_s: float = PUSH_DEADLINE_S) -> PushResult:
         attempts += 1
         started = time.monotonic()
         try:
-            repo.git.push(*arguments, kill_after_timeout=network_timeout_s())
+            _network_git(repo, "push", *arguments)
             retried = f" (attempt {attempts})" if attempts > 1 else ""
             return PushResult(True, f"pushed to {remote}/{target}{retried}")
         except git.GitCommandError as exc:
@@ -329,27 +346,56 @@ def push(root: Path, deadline_s: float = PUSH_DEADLINE_S) -> PushResult:
             )
 
 
-def run_push_state(root: Path, run: str, in_git: bool = True) -> str:
-    """``pushed``, ``not pushed``, ``uncommitted``, ``local only`` (no remote), ``no git``,
-    or ``kept out (--no-git)`` for a run trained with ``--no-git`` (``in_git`` False)."""
-    repo = open_repo(root)
-    if repo is None or not repo.head.is_valid():
-        return "no git"
-    if not in_git:
-        return "kept out (--no-git)"
-    paths = _existing_or_tracked(repo, run_paths_to_stage(RunPaths(root, run)))
-    if not paths:
-        return "uncommitted"
-    if repo.git.status("--porcelain", "--", *paths).strip():
-        return "uncommitted"
-    last = repo.git.log("-1", "--format=%H", "--", *paths).strip()
-    if not last:
-        return "uncommitted"
-    upstream = _upstream(repo)
-    if upstream is None:
-        return "local only"
-    try:
-        repo.git.merge_base("--is-ancestor", last, upstream.name)
-    except git.GitCommandError:
-        return "not pushed"
-    return "pushed"
+def _runs_of(names: Iterable[str]) -> set[str]:
+    """The runs whose files (:func:`run_paths_to_stage`) these checkout paths are."""
+    runs = set()
+    for name in names:
+        parts = name.split("/")
+        if parts[0] in ("checkpoints", "logs") and len(parts) >= 3:
+            runs.add(parts[1])
+        elif parts[0] == "bots" and len(parts) == 2 and parts[1].endswith((".json", ".onnx")):
+            runs.add(parts[1].rsplit(".", 1)[0])
+    return runs
+
+
+class PushStates:
+    """Whether each run is pushed, for ``lander status``: git is asked three questions for
+    the whole checkout (what it tracks, what is changed, what the remote lacks), not three
+    per run, so the table of 500 runs costs what one run does.
+
+    :param root: the checkout.
+    """
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.repo = open_repo(root)
+        self.valid = self.repo is not None and self.repo.head.is_valid()
+        self.tracked: set[str] = set()
+        self.changed: set[str] = set()
+        self.unpushed: set[str] = set()
+        self.upstream: git.RemoteReference | None = None
+        if self.repo is None or not self.valid:
+            return
+        folders = ["checkpoints", "logs", "bots"]
+        self.tracked = _runs_of(self.repo.git.ls_files("-z", "--", *folders).split("\0"))
+        status = self.repo.git.status("--porcelain", "-z", "--untracked-files=all", "--", *folders)
+        self.changed = _runs_of(entry[3:] for entry in status.split("\0"))
+        self.upstream = _upstream(self.repo)
+        if self.upstream is not None:
+            log = self.repo.git.log(
+                "--format=", "--name-only", "-z", f"{self.upstream.name}..HEAD", "--", *folders
+            )
+            self.unpushed = _runs_of(name.strip("\n") for name in log.split("\0"))
+
+    def __call__(self, run: str, in_git: bool = True) -> str:
+        """``pushed``, ``not pushed``, ``uncommitted``, ``local only`` (no remote), ``no git``,
+        or ``kept out (--no-git)`` for a run trained with ``--no-git`` (``in_git`` False)."""
+        if not self.valid:
+            return "no git"
+        if not in_git:
+            return "kept out (--no-git)"
+        if run not in self.tracked or run in self.changed:
+            return "uncommitted"
+        if self.upstream is None:
+            return "local only"
+        return "not pushed" if run in self.unpushed else "pushed"

@@ -148,12 +148,17 @@ def stop_run(root: Path, run: str, timeout: float) -> None:
         ("[green]✓[/]" if paths.bot_json.exists() else "[red]✗[/]")
         + f" bot {paths.bot_json.relative_to(root)}"
     )
+    missing = not final.exists() or not paths.bot_json.exists()
     pushed = [line for line in output.splitlines() if line.startswith("git: ")]
     console.print(
         ("[green]✓[/] " if any("pushed to" in line for line in pushed) else "[yellow]![/] ")
         + (pushed[-1] if pushed else "git: no push reported (was it started with --no-git?)")
     )
     session.kill()  # the run has ended; train.log keeps what its window showed
+    if missing:
+        fail(
+            f"run {run} stopped without all of its results: see {paths.train_log.relative_to(root)}"
+        )
 
 
 def clean_sessions(root: Path) -> None:

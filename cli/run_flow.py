@@ -9,12 +9,16 @@ committed and pushed, so an interrupted run still reaches every machine.
 
 from __future__ import annotations
 
+import os
+import signal
+import sys
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
+from types import FrameType
 from typing import Any
 
-from cli.console import console, fail, how
+from cli.console import console, error_console, fail, how
 from cli.git_sync import (
     GitSyncError,
     current_commit,
@@ -104,10 +108,107 @@ def train_session(request: TrainRequest, use_git: bool) -> int:
         outcome = train(request, console, on_checkpoint=_mid_run_pusher(paths) if use_git else None)
     except USER_ERRORS as exc:
         fail(str(exc))
-    finish_run(paths, outcome)
-    if use_git:
-        publish(paths, outcome.record)
+    with RunEnd(paths, use_git) as end:
+        end.step("export")
+        finish_run(paths, outcome)
+        if use_git:
+            end.step("commit and push")
+            publish(paths, outcome.record)
     return outcome.exit_code
+
+
+class _EndInterrupted(Exception):
+    """A second Ctrl-C, or a SIGTERM, while a run's end is being done."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+class RunEnd:
+    """The end of a run (export, evaluation, commit, push) done in full, or said to be
+    skipped: never cut short in silence.
+
+    ``lander stop`` sends Ctrl-C; one that lands after training ended (the final
+    checkpoint is saved) asks for what the run is already doing, so the end goes on. A
+    second Ctrl-C, or SIGTERM, stops it: git's processes are killed with it, and one line
+    says what was skipped and the commands that finish it. The files are whole either way
+    (every write is atomic).
+
+    :param paths: the run.
+    :param use_git: whether the end commits and pushes.
+    """
+
+    def __init__(self, paths: RunPaths, use_git: bool) -> None:
+        self.paths = paths
+        self.use_git = use_git
+        self.current = "export"
+        self._asked = False
+        self._previous: dict[int, Any] = {}
+
+    def step(self, name: str) -> None:
+        """Say which step runs now (``export``, ``commit and push``)."""
+        self.current = name
+
+    def _handler(self, signum: int, _frame: FrameType | None) -> None:
+        if signum == signal.SIGINT and not self._asked:
+            self._asked = True
+            console.print(
+                f"[yellow]Ctrl-C: training has ended; finishing the run's {self._rest()} "
+                "(Ctrl-C again to skip it)[/]"
+            )
+            return
+        raise _EndInterrupted(signum)
+
+    def _rest(self) -> str:
+        steps = ["export", "evaluation"] if self.current == "export" else []
+        steps += ["commit and push"] if self.use_git else []
+        return ", ".join(steps) or "end"
+
+    def __enter__(self) -> RunEnd:
+        self._previous = {
+            sig: signal.signal(sig, self._handler) for sig in (signal.SIGINT, signal.SIGTERM)
+        }
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, _: Any
+    ) -> None:
+        for sig, old in self._previous.items():
+            signal.signal(sig, old)
+        if not isinstance(error, _EndInterrupted | KeyboardInterrupt):
+            return
+        kill_descendants()  # a git push that hangs would outlive us
+        run = self.paths.run
+        finish = [how(f"export {run}")] if self.current == "export" else []
+        finish += [how(f"push {run}")] if self.use_git else []
+        name = error.args[0] if isinstance(error, _EndInterrupted) else "SIGINT"
+        error_console.print(
+            f"[yellow]{name}: skipped the run's {self._rest()}; its files are whole. "
+            f"Finish with: {' && '.join(finish)}[/]",
+            soft_wrap=True,
+        )
+        signum = error.signum if isinstance(error, _EndInterrupted) else signal.SIGINT
+        sys.exit(128 + signum)
+
+
+def kill_descendants() -> None:
+    """SIGKILL every process this one started, and theirs (git and its remote helper)."""
+    children: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            parent = int(stat.read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
+            continue
+        children.setdefault(parent, []).append(int(stat.parent.name))
+    pending, found = [os.getpid()], []
+    while pending:
+        for child in children.get(pending.pop(), []):
+            found.append(child)
+            pending.append(child)
+    for pid in found:
+        with suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, signal.SIGKILL)
 
 
 def mark_git_use(request: TrainRequest, use_git: bool) -> None:

@@ -8,15 +8,16 @@ import socket
 from pathlib import Path
 from typing import Any
 
+from rich.markup import escape
 from rich.table import Table
 
-from cli.git_sync import run_push_state
+from cli.git_sync import PushStates
 from cli.results import committed_champions, committed_records
 from cli.tmux_sessions import TRAIN_WINDOW, find_session, window_alive
 from cli.trainer_lock import holder
 from training.eval_records import EvalRecord, best_by_run
 from training.local_state import checkout_id
-from training.run_record import RunRecord, load_runs, placement_summary
+from training.run_record import RunRecord, load_runs, placement_summary, scan_runs
 
 
 def _state(root: Path, record: RunRecord, training_here: str | None) -> str:
@@ -45,8 +46,10 @@ HEALTH_LABELS = {
 def _newest_by_kind(record: RunRecord) -> dict[str, dict[str, Any]]:
     """The newest finding of each kind in the run's latest session, in order of first sight."""
     newest: dict[str, dict[str, Any]] = {}
-    for finding in record.extra.get("health") or []:
-        newest[finding.get("kind", "?")] = finding
+    findings = record.extra.get("health")
+    for finding in findings if isinstance(findings, list) else []:
+        if isinstance(finding, dict) and isinstance(finding.get("message"), str):
+            newest[str(finding.get("kind", "?"))] = finding
     return newest
 
 
@@ -98,29 +101,52 @@ def status_table(root: Path, evaluations: list[EvalRecord] | None = None) -> Tab
     numeric = {"steps", "fps", "reward", "success", "best eval", "restarts"}
     for column in [*columns, "git", "parent"]:
         table.add_column(column, justify="right" if column in numeric else "left")
-    records = load_runs(root)
+    records, damaged = scan_runs(root)
     training_here = holder(root)
     best = best_by_run(committed_records(root) if evaluations is None else evaluations)
-    for record in sorted(records, key=lambda r: r.updated_at, reverse=True):
-        extra = record.extra
-        evaluation = best.get(record.run)
-        if evaluation is None and extra.get("best_evaluation"):
-            evaluation = extra["best_evaluation"]["mean_reward"]
-        table.add_row(
-            record.run,
-            _state(root, record, training_here),
-            f"{record.total_timesteps:,}",
-            f"{extra.get('last_fps') or 0:,.0f}",
-            "-" if extra.get("last_reward") is None else f"{extra['last_reward']:.1f}",
-            "-" if extra.get("last_success") is None else f"{extra['last_success']:.2f}",
-            record.last_checkpoint or "-",
-            "-" if evaluation is None else f"{evaluation:.1f}",
-            str(extra.get("restarts", 0)),
-            _health(record),
-            run_push_state(root, record.run, extra.get("git", True) is not False),
-            record.parent or "",
-        )
+    push_state = PushStates(root)
+    rows: list[tuple[str, list[str]]] = []
+    for record in records:
+        try:
+            rows.append((record.updated_at, _row(root, record, training_here, best, push_state)))
+        except (TypeError, ValueError, KeyError, AttributeError) as exc:
+            damaged[record.run] = f"a field of run.json has the wrong kind of value ({exc})"
+    for _, row in sorted(rows, key=lambda item: item[0], reverse=True):
+        table.add_row(*row)
+    for run, reason in sorted(damaged.items()):
+        state = "[green]running[/]" if training_here == run else "[red]damaged record[/]"
+        table.add_row(run, state, *["-"] * 7, f"[red]{escape(reason[:300])}[/]", "", "")
     return table
+
+
+def _row(
+    root: Path,
+    record: RunRecord,
+    training_here: str | None,
+    best: dict[str, float],
+    push_state: PushStates,
+) -> list[str]:
+    """The status row of one run; a field of the wrong kind raises (TypeError, ValueError,
+    KeyError, AttributeError) and the run is shown as damaged instead."""
+    extra = record.extra
+    evaluation = best.get(record.run)
+    if evaluation is None and extra.get("best_evaluation"):
+        evaluation = float(extra["best_evaluation"]["mean_reward"])
+    in_git = extra.get("git", True) is not False
+    return [
+        record.run,
+        _state(root, record, training_here),
+        f"{record.total_timesteps:,}",
+        f"{float(extra.get('last_fps') or 0):,.0f}",
+        "-" if extra.get("last_reward") is None else f"{float(extra['last_reward']):.1f}",
+        "-" if extra.get("last_success") is None else f"{float(extra['last_success']):.2f}",
+        record.last_checkpoint or "-",
+        "-" if evaluation is None else f"{evaluation:.1f}",
+        str(int(extra.get("restarts", 0))),
+        _health(record),
+        push_state(record.run, in_git),
+        record.parent or "",
+    ]
 
 
 def champion_lines(root: Path, evaluations: list[EvalRecord] | None = None) -> list[str]:
@@ -144,8 +170,11 @@ def health_lines(root: Path) -> list[str]:
 
 def cluster_lines(root: Path) -> list[str]:
     """For each run training now with games on a cluster: which node runs which instances."""
-    return [
-        f"{record.run}: " + placement_summary(record.extra["cluster"])
-        for record in load_runs(root)
-        if record.status == "running" and isinstance(record.extra.get("cluster"), dict)
-    ]
+    lines = []
+    for record in load_runs(root):
+        if record.status == "running" and isinstance(record.extra.get("cluster"), dict):
+            try:
+                lines.append(f"{record.run}: " + placement_summary(record.extra["cluster"]))
+            except (TypeError, ValueError, AttributeError):
+                continue  # a damaged placement: the table already shows the run
+    return lines

@@ -134,7 +134,10 @@ def collect_settings(**given: Any) -> dict[str, Any]:
         settings["game_args"] = parse_game_args(settings.pop(GAME_ARG))
     settings.pop(GAME_ARG, None)
     if "game_bin" in settings:
-        settings["game_bin"] = str(Path(settings["game_bin"]).resolve())
+        try:
+            settings["game_bin"] = str(Path(settings["game_bin"]).resolve())
+        except (RuntimeError, OSError) as exc:  # a symlink loop (RuntimeError before 3.13)
+            raise ConfigError(f"--game-bin {str(settings['game_bin'])!r}: {exc}") from None
     return settings
 
 

@@ -113,6 +113,26 @@ def is_valid_checkpoint(path: Path) -> bool:
         return False
 
 
+PPO_POLICY_MODULES = ("stable_baselines3.common.policies",)
+"""Where PPO's policies (ActorCriticPolicy and its CNN and multi-input kinds) are defined;
+a SAC, TD3 or DQN model names a module of its own."""
+
+
+def algorithm_of(path: Path) -> str | None:
+    """The algorithm a model zip was saved by when it is not PPO-shaped (``sac``, ``dqn``),
+    read from the module of its policy class; None when it is PPO's or cannot be told."""
+    try:
+        with zipfile.ZipFile(path) as archive:
+            data = json.loads(archive.read("data"))
+        module = data["policy_class"]["__module__"]
+    except (OSError, zipfile.BadZipFile, KeyError, TypeError, ValueError):
+        return None
+    if not isinstance(module, str) or module.startswith(PPO_POLICY_MODULES):
+        return None
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else module
+
+
 def policy_loads(path: Path) -> bool:
     """True when the checkpoint's weights load: a zip whose CRCs pass can still hold a
     ``policy.pth`` written wrongly. Without torch (a light install) it cannot be tried."""
@@ -166,6 +186,11 @@ def find_resume_point(root: Path, source: str, console: Console | None = None) -
             raise CheckpointError(f"checkpoint {source!r} does not exist")
         if not (is_valid_checkpoint(candidate) and policy_loads(candidate)):
             raise CheckpointError(f"{source!r} is not a lander/SB3 model checkpoint")
+        other = algorithm_of(candidate)
+        if other is not None:
+            raise CheckpointError(
+                f"{source!r} is a {other.upper()} model: lander trains PPO and resumes only PPO checkpoints"
+            )
         return ResumePoint(candidate.resolve(), None)
     paths = RunPaths(root, source)
     if not paths.checkpoints.is_dir():

@@ -12,10 +12,13 @@ from __future__ import annotations
 import json
 import os
 import secrets
+import shutil
 import socket
+import time
 from pathlib import Path
 from typing import Any
 
+from training.run_paths import RunPaths
 from training.run_record import write_json_atomic
 
 LOCAL_DIR = ".lander"
@@ -45,7 +48,9 @@ def checkout_id(root: Path) -> str:
         existing = ""
     if existing:
         return existing
-    made = f"{socket.gethostname()}-{secrets.token_hex(3)}"
+    # A lost .lander/ (deleted, git clean -fdX) takes the identity the runs of this
+    # folder on this host recorded, so the checkout still owns the runs it trained.
+    made = _recorded_identity(root) or f"{socket.gethostname()}-{secrets.token_hex(3)}"
     temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     temporary.write_text(made + "\n")
     try:
@@ -56,6 +61,36 @@ def checkout_id(root: Path) -> str:
     finally:
         temporary.unlink(missing_ok=True)
     return made
+
+
+def _recorded_identity(root: Path) -> str | None:
+    """The checkout id of the newest run session recorded in this folder on this host."""
+    host, here = socket.gethostname(), str(root.resolve())
+    newest: tuple[str, str] | None = None
+    for path in (root / "checkpoints").glob("*/run.json"):
+        try:
+            sessions = json.loads(path.read_text()).get("sessions") or []
+        except (OSError, ValueError, AttributeError):
+            continue
+        for session in sessions if isinstance(sessions, list) else []:
+            if not isinstance(session, dict) or session.get("root") != here:
+                continue
+            if session.get("host") != host or not isinstance(session.get("checkout"), str):
+                continue
+            started = str(session.get("started_at", ""))
+            if newest is None or started > newest[0]:
+                newest = (started, session["checkout"])
+    return newest[1] if newest else None
+
+
+def keep_damaged_record(paths: RunPaths) -> Path:
+    """Move a run's unreadable ``run.json`` into ``.lander/damaged/`` (untracked) before a
+    new record replaces it: nothing the user had is lost."""
+    folder = local_dir(paths.root) / "damaged"
+    folder.mkdir(parents=True, exist_ok=True)
+    kept = folder / f"{paths.run}-{int(time.time())}.json"
+    shutil.copy2(paths.run_json, kept)
+    return kept.relative_to(paths.root)
 
 
 def local_evaluations_path(root: Path) -> Path:

@@ -26,7 +26,6 @@ from gymnasium import spaces
 from rich.console import Console
 from stable_baselines3 import PPO
 from stable_baselines3.common.callbacks import BaseCallback
-from stable_baselines3.common.logger import configure
 from stable_baselines3.common.vec_env import VecEnv, VecNormalize
 
 from game_bridge.errors import BridgeError, Interrupted
@@ -62,10 +61,11 @@ from training.eval_callback import PeriodicEvaluation
 from training.eval_records import owns_run
 from training.evaluation import EvalResult, Policy, evaluate_through_bridge, game_settings
 from training.health import KEPT_FINDINGS, Finding, HealthWatch
-from training.local_state import checkout_id, live_bot_path
+from training.local_state import checkout_id, keep_damaged_record, live_bot_path
 from training.policy_tweaks import reset_action_std
 from training.run_paths import RunPaths
 from training.run_record import RunRecord, now_iso, placement_summary
+from training.tensorboard_log import resilient_logger
 
 
 class RunExists(ConfigError):
@@ -119,6 +119,8 @@ class TrainPlan:
     resume_point: ResumePoint | None
     parent: str | None
     previous: RunRecord | None
+    damaged_record: bool = False
+    """The run's own run.json could not be read: it is kept aside, and a new one written."""
 
 
 @dataclass
@@ -151,21 +153,25 @@ def plan_training(request: TrainRequest, console: Console | None = None) -> Trai
     base = TrainConfig()
     parent: str | None = None
     foreign_game: str | None = None
+    damaged = False  # resuming in place a run whose run.json cannot be read
     if request.resume is not None:
         resume_point = find_resume_point(request.root, request.resume, console)
         source_run = resume_point.run or _run_of_checkpoint(request.root, resume_point.model)
         source = paths if source_run == request.run else None
         if source is None and source_run is not None:
             source = RunPaths(request.root, source_run)
-        if source is not None and source.exists():
-            base = replace(RunRecord.load(source.run_json).config, **SESSION_SETTINGS)
+        source_record = _readable_record(source, console) if source is not None else None
+        if source is not None and source_record is not None:
+            base = replace(source_record.config, **SESSION_SETTINGS)
             if base.game_bin is not None and not owns_run(source):
                 foreign_game = base.game_bin  # named by a record from elsewhere
         if source_run != request.run:
             parent = source_run
-        elif paths.exists():
-            previous = RunRecord.load(paths.run_json)
+        elif source_record is not None:
+            previous = source_record
             parent = previous.parent
+        else:
+            damaged = paths.exists()
         if source_run != request.run and paths.exists() and not request.force:
             raise RunExists(
                 f"run {request.run!r} already exists: pick a new name for the branch or add --force to replace it"
@@ -175,7 +181,7 @@ def plan_training(request: TrainRequest, console: Console | None = None) -> Trai
             f"run {request.run!r} already exists: continue it with `resume {request.run}` "
             f"(or --resume {request.run}), or start over with --force"
         )
-    if paths.exists() and not owns_run(paths):
+    if paths.exists() and not damaged and not owns_run(paths):
         # Two checkouts writing one run's files would collide in git.
         raise RunOfAnotherCheckout(
             f"run {request.run!r} was trained in another checkout, which alone writes its files: "
@@ -199,7 +205,23 @@ def plan_training(request: TrainRequest, console: Console | None = None) -> Trai
             f"--device {config.device}: torch {torch.__version__} sees no CUDA device here; "
             "use --device auto or cpu"
         )
-    return TrainPlan(paths, config, resume_point, parent, previous)
+    return TrainPlan(paths, config, resume_point, parent, previous, damaged)
+
+
+def _readable_record(source: RunPaths, console: Console | None) -> RunRecord | None:
+    """The run's record, or None when it has none or it is damaged (cut short, hand-edited):
+    its checkpoints still resume, with the default settings and the flags given."""
+    if not source.exists():
+        return None
+    try:
+        return RunRecord.load(source.run_json)
+    except ConfigError as exc:
+        if console is not None:
+            console.print(
+                f"[yellow]warning:[/] {exc}; resuming from its checkpoint with the default "
+                "settings and the flags given"
+            )
+        return None
 
 
 def _run_of_checkpoint(root: Path, model: Path) -> str | None:
@@ -250,8 +272,10 @@ def _build_model(plan: TrainPlan, env: VecEnv, request: TrainRequest) -> PPO:
         )
     try:
         model = PPO.load(str(plan.resume_point.model), env=env, device=device, **ppo_settings)
-    except (ValueError, KeyError, RuntimeError, OSError) as exc:
-        raise CheckpointError(f"cannot resume from {plan.resume_point.model}: {exc}") from None
+    except (ValueError, KeyError, RuntimeError, OSError, TypeError, AttributeError) as exc:
+        # A zip SB3 can open but PPO cannot use (another algorithm's, other spaces).
+        reason = str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__
+        raise CheckpointError(f"cannot resume from {plan.resume_point.model}: {reason}") from None
     if request.reset_std is not None:
         reset_action_std(model, request.reset_std)
     return model
@@ -276,6 +300,7 @@ class _LogFile:
     def __call__(self, line: str) -> None:
         stamp = datetime.now(UTC).strftime("%Y-%m-%d %H:%M:%S")
         try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)  # a removed logs/RUN/ comes back
             with self.path.open("a") as handle:
                 handle.write(f"{stamp} {line}\n")
         except OSError:
@@ -329,6 +354,9 @@ def train(
         # --force replaces the run: the user asked for it by name.
         shutil.rmtree(paths.checkpoints, ignore_errors=True)
         shutil.rmtree(paths.logs, ignore_errors=True)
+    if plan.damaged_record:
+        kept = keep_damaged_record(paths)
+        console.print(f"[yellow]the damaged run.json is kept as {kept}[/]")
     leftovers = remove_temporary_files(paths.checkpoints)
     new_run = not paths.logs.exists()
     try:
@@ -362,7 +390,12 @@ def train(
     log = _LogFile(paths.train_log)
     for leftover in leftovers:
         log(f"removed a crash leftover: {leftover.name}")
-    model.set_logger(configure(str(paths.logs), ["tensorboard"]))
+
+    def warn(line: str) -> None:
+        log(line)
+        console.print(f"[yellow]{line}[/]")
+
+    model.set_logger(resilient_logger(paths.logs, warn))
     record = _start_record(plan, request, model)
     _note_layout(record, game_env)
     _note_placements(record, game_env)
@@ -396,10 +429,6 @@ def train(
     def restarted(count: int) -> None:
         record.extra["restarts"] = count
         _note_placements(record, game_env)  # a restart may have moved a game to another node
-
-    def warn(line: str) -> None:
-        log(line)
-        console.print(f"[yellow]{line}[/]")
 
     def say(line: str) -> None:
         log(line)
@@ -581,6 +610,7 @@ def _start_record(plan: TrainPlan, request: TrainRequest, model: PPO) -> RunReco
             "git_commit": request.git_commit,
             "host": socket.gethostname(),
             "checkout": checkout_id(plan.paths.root),
+            "root": str(plan.paths.root.resolve()),
         }
     )
     return record
