@@ -119,10 +119,18 @@ def _baseline(
 
 
 def _target(root: Path, target: str) -> EvalTarget:
+    """A bot file when one is there; else a run of that name (even ``r.json``); else the
+    missing file or run, by what the name looks like."""
     as_path = Path(target)
-    if as_path.suffix == ".json" or as_path.is_file():
+    if as_path.is_file():
         return bot_target(as_path)
-    return run_target(RunPaths(root, target), console)
+    try:
+        run = RunPaths(root, target)
+    except InvalidRunName:
+        return bot_target(as_path)
+    if as_path.suffix == ".json" and not run.checkpoints.is_dir():
+        return bot_target(as_path)
+    return run_target(run, console)
 
 
 def evaluate_and_report(

@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import signal
 import sys
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
@@ -179,6 +180,9 @@ class RunEnd:
         if not isinstance(error, _EndInterrupted | KeyboardInterrupt):
             return
         kill_descendants()  # a git push that hangs would outlive us
+        for thread in threading.enumerate():
+            if isinstance(thread, threading.Timer):
+                thread.cancel()  # git's kill-after-timeout watchdog would hold the exit
         run = self.paths.run
         finish = [how(f"export {run}")] if self.current == "export" else []
         finish += [how(f"push {run}")] if self.use_git else []

@@ -17,13 +17,13 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from stable_baselines3.common.callbacks import BaseCallback
-from stable_baselines3.common.logger import TensorBoardOutputFormat
 
 from game_bridge.vec_env import GameVecEnv
 from training.callbacks import mean_episode_reward
 from training.config import TrainConfig
 from training.policy_tweaks import action_std
 from training.run_record import now_iso
+from training.tensorboard_log import ResilientTensorBoard
 
 STORM_WINDOW_S = 600.0
 """Game restarts are counted over the last ten minutes."""
@@ -233,9 +233,8 @@ class HealthMonitor:
 def write_text_entry(model: Any, tag: str, text: str, steps: int) -> None:
     """A text entry in the run's TensorBoard log (SB3's logger writes scalars only)."""
     for output in model.logger.output_formats:
-        if isinstance(output, TensorBoardOutputFormat):
-            output.writer.add_text(tag, text, steps)
-            output.writer.flush()
+        if isinstance(output, ResilientTensorBoard):
+            output.add_text(tag, text, steps)
 
 
 class HealthWatch(BaseCallback):

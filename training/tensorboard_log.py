@@ -50,14 +50,22 @@ class ResilientTensorBoard(KVWriter):
     def write(
         self, key_values: dict[str, Any], key_excluded: dict[str, tuple[str, ...]], step: int = 0
     ) -> None:
-        """Write one dump of values; on a failure, try once more with a fresh writer."""
+        """Write one dump of values (SB3's logger calls this)."""
+        self._attempt(lambda inner: inner.write(key_values, key_excluded, step))
+
+    def add_text(self, tag: str, text: str, step: int) -> None:
+        """A text entry (a health finding), which SB3's logger has no call for."""
+        self._attempt(lambda inner: inner.writer.add_text(tag, text, step))
+
+    def _attempt(self, action: Callable[[TensorBoardOutputFormat], None]) -> None:
+        """Do ``action`` and flush; on a failure, once more with a fresh writer, then drop it."""
         for attempt in (1, 2):
             try:
                 if self._inner is None or not self.folder.is_dir():
                     self._drop_inner()
                     self._open()
                 assert self._inner is not None
-                self._inner.write(key_values, key_excluded, step)
+                action(self._inner)
                 self._inner.writer.flush()
                 return
             except Exception as exc:  # an OSError, or one the writer thread stored
@@ -68,7 +76,7 @@ class ResilientTensorBoard(KVWriter):
                         self._warned.add(reason)
                         self.warn(
                             f"TensorBoard: cannot write to {self.folder} ({reason}); "
-                            "training goes on, this dump is dropped"
+                            "training goes on, this entry is dropped"
                         )
 
     def close(self) -> None:
