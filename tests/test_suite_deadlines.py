@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ast
 import tomllib
+
 from tests.conftest import REPO_ROOT, TESTS_DIR
 
 MARGIN_S = 60
