@@ -16,7 +16,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-from tests.conftest import GIT_IDENTITY, SMALL, find_free_port_block, git
+from tests.conftest import GIT_IDENTITY, SMALL, find_free_port_block, git, wait_until
 from tests.test_operations import LANDER, lander
 
 
@@ -157,3 +157,26 @@ def test_status_asks_git_the_same_questions_for_many_runs_as_for_few(
     status = lander(work, "status", timeout=120)
     rows = {line.split("│")[1].strip(): line for line in status.stdout.splitlines() if "│" in line}
     assert "uncommitted" in rows["many7"] and "pushed" in rows["many8"]
+
+
+def test_a_logs_folder_removed_mid_run_is_made_again_and_the_run_goes_on(tmp_path: Path) -> None:
+    """Finding 9: a run does not die for its log; TensorBoard and train.log write again."""
+    env = {**os.environ, **GIT_IDENTITY, "LANDER_HOME": str(tmp_path)}
+    trainer = subprocess.Popen(
+        [str(LANDER), "train", "tidy", "--no-git", "--timesteps", "12288",
+         "--port", str(find_free_port_block(2)), *SMALL],
+        env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        stdin=subprocess.DEVNULL,
+    )  # fmt: skip
+    logs = tmp_path / "logs" / "tidy"
+    try:
+        wait_until(lambda: list(logs.glob("events.out.tfevents.*")), 120, "the first events")
+        shutil.rmtree(logs)
+        output, _ = trainer.communicate(timeout=240)
+    finally:
+        if trainer.poll() is None:
+            trainer.kill()
+    assert trainer.returncode == 0, output
+    assert "Traceback" not in output and "finished at" in output, output
+    assert list(logs.glob("events.out.tfevents.*")), "TensorBoard writes again"
+    assert "finished at" in (logs / "train.log").read_text()

@@ -259,11 +259,13 @@ def test_input_that_names_nothing_sound_is_one_line(tmp_path: Path) -> None:
     """Finding 9 and the extras: a SAC model to --resume, a symlink loop as --game-bin, a
     bad LANDER_GIT_TIMEOUT (0 and nan no longer turn the limit off), and a --game-arg the
     bundled game does not know."""
-    from gymnasium.envs.classic_control import PendulumEnv
+    import gymnasium
     from stable_baselines3 import SAC
 
-    sac = tmp_path / "sac.zip"
-    SAC("MlpPolicy", PendulumEnv(), learning_starts=10, buffer_size=100).save(sac)
+    import game_bridge.lander_game.gym_env  # noqa: F401 (registers Lander-v0)
+
+    sac = tmp_path / "sac.zip"  # the lander's own spaces: only the algorithm is wrong
+    SAC("MlpPolicy", gymnasium.make("Lander-v0"), learning_starts=10, buffer_size=100).save(sac)
     one_line_error(
         lander(tmp_path, "train", "s", "--resume", str(sac), "--no-git", timeout=120), "SAC"
     )
