@@ -639,15 +639,29 @@ def stop(
 
 
 @app.command()
-def status() -> None:
+def status(
+    show_all: Annotated[
+        bool, typer.Option("--all", help="Every run, not only the newest 40.")
+    ] = False,
+) -> None:
     """A table of runs: state, steps, fps, reward, last checkpoint, best evaluation, pushed or not."""
     from cli.results import committed_records
-    from cli.status_table import champion_lines, cluster_lines, health_lines, status_table
+    from cli.status_table import (
+        SHOWN_RUNS,
+        champion_lines,
+        cluster_lines,
+        health_lines,
+        status_table,
+    )
+    from training.run_record import scan_runs
 
     root = project_root()
     evaluations = committed_records(root)  # read once for the table and the champions
-    console.print(status_table(root, evaluations))
-    for line in [*health_lines(root), *cluster_lines(root), *champion_lines(root, evaluations)]:
+    scanned = scan_runs(root)
+    console.print(status_table(root, evaluations, scanned, None if show_all else SHOWN_RUNS))
+    records = scanned[0]
+    lines = [*health_lines(root, records), *cluster_lines(root, records)]
+    for line in [*lines, *champion_lines(root, evaluations)]:
         console.print(line)
 
 

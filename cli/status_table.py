@@ -80,10 +80,21 @@ def _bare_state(root: Path, record: RunRecord, training_here: str | None) -> str
     return f"[{colors.get(record.status, 'white')}]{record.status}[/]"
 
 
-def status_table(root: Path, evaluations: list[EvalRecord] | None = None) -> Table:
-    """The table of every run in this checkout, newest first.
+SHOWN_RUNS = 40
+"""Rows ``lander status`` shows unless asked for all (``--all``): the newest runs."""
+
+
+def status_table(
+    root: Path,
+    evaluations: list[EvalRecord] | None = None,
+    scanned: tuple[list[RunRecord], dict[str, str]] | None = None,
+    limit: int | None = SHOWN_RUNS,
+) -> Table:
+    """The table of the runs in this checkout, newest first: the newest ``limit`` of them
+    (every one for None), and every run whose record is damaged.
 
     :param evaluations: the committed evaluation records, when the caller has read them.
+    :param scanned: :func:`scan_runs` of the checkout, when the caller has read it.
     """
     table = Table(title=f"lander runs in {root}")
     columns = [
@@ -101,7 +112,12 @@ def status_table(root: Path, evaluations: list[EvalRecord] | None = None) -> Tab
     numeric = {"steps", "fps", "reward", "success", "best eval", "restarts"}
     for column in [*columns, "git", "parent"]:
         table.add_column(column, justify="right" if column in numeric else "left")
-    records, damaged = scan_runs(root)
+    records, damaged = scan_runs(root) if scanned is None else (scanned[0], dict(scanned[1]))
+    newest = sorted(records, key=lambda record: record.updated_at, reverse=True)
+    hidden = len(newest) - limit if limit is not None and len(newest) > limit else 0
+    records = newest[: len(newest) - hidden]
+    if hidden:
+        table.caption = f"and {hidden} older run(s): lander status --all"
     training_here = holder(root)
     best = best_by_run(committed_records(root) if evaluations is None else evaluations)
     push_state = PushStates(root)
@@ -158,20 +174,20 @@ def champion_lines(root: Path, evaluations: list[EvalRecord] | None = None) -> l
     ]
 
 
-def health_lines(root: Path) -> list[str]:
+def health_lines(root: Path, records: list[RunRecord] | None = None) -> list[str]:
     """For each run whose latest session has health findings: the newest of each kind,
     with its advice."""
     return [
         f"{record.run}: {finding['message']}"
-        for record in load_runs(root)
+        for record in (load_runs(root) if records is None else records)
         for finding in _newest_by_kind(record).values()
     ]
 
 
-def cluster_lines(root: Path) -> list[str]:
+def cluster_lines(root: Path, records: list[RunRecord] | None = None) -> list[str]:
     """For each run training now with games on a cluster: which node runs which instances."""
     lines = []
-    for record in load_runs(root):
+    for record in load_runs(root) if records is None else records:
         if record.status == "running" and isinstance(record.extra.get("cluster"), dict):
             try:
                 lines.append(f"{record.run}: " + placement_summary(record.extra["cluster"]))

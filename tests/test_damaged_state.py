@@ -154,8 +154,11 @@ def test_status_asks_git_the_same_questions_for_many_runs_as_for_few(
     (work / "checkpoints" / "many7" / "note.txt").write_text("uncommitted\n")
     many = _git_calls_of_status(work, tmp_path / "trace")
     assert many == few, f"{few} git calls for 3 runs, {many} for 63"
-    status = lander(work, "status", timeout=120)
+    newest = lander(work, "status", timeout=120)
+    assert "and 23 older run(s): lander status --all" in newest.stdout.replace("\n", " ")
+    status = lander(work, "status", "--all", timeout=120)
     rows = {line.split("│")[1].strip(): line for line in status.stdout.splitlines() if "│" in line}
+    assert len(rows) == 63, "every run"
     assert "uncommitted" in rows["many7"] and "pushed" in rows["many8"]
 
 

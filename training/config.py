@@ -372,7 +372,14 @@ def apply_overrides(base: TrainConfig, overrides: dict[str, Any], source: str) -
     if unknown:
         raise ConfigError(f"{source}: unknown setting(s) {', '.join(unknown)}")
     checked = {name: _check_type(name, value, source) for name, value in overrides.items()}
-    return TrainConfig(**{**base.to_dict(), **checked})
+    # A shallow copy, its dicts copied (asdict's deep copy was most of what reading a run
+    # record cost: status reads hundreds).
+    current = {
+        name: dict(value) if isinstance(value, dict) else value
+        for name in FIELD_NAMES
+        for value in (getattr(base, name),)
+    }
+    return TrainConfig(**{**current, **checked})
 
 
 def from_dict(values: dict[str, Any], source: str) -> TrainConfig:
