@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.conftest import GIT_IDENTITY, SMALL, find_free_port_block, git, wait_until
-from tests.test_operations import LANDER, lander
+from tests.test_operations import LANDER, background_trainer, lander, train_small
 
 
 def test_a_pull_that_conflicts_with_an_uncommitted_edit_stops_with_the_edit_in_place(
@@ -80,9 +80,7 @@ def test_damaged_records_are_one_row_each_and_their_runs_resume_from_checkpoints
     run.json each show as one row; the sound run shows as usual; ``next`` and a resume
     of the truncated run work, and its damaged record is kept, not lost."""
     port = str(find_free_port_block(2))
-    trained = lander(tmp_path, "train", "good", "--no-git", "--timesteps", "512", "--port", port,
-                     *SMALL, timeout=240)  # fmt: skip
-    assert trained.returncode == 0, trained.stdout + trained.stderr
+    train_small(tmp_path, "good")
     good = tmp_path / "checkpoints" / "good"
     sound = json.loads((good / "run.json").read_text())
     for name, change in DAMAGE.items():
@@ -164,13 +162,7 @@ def test_status_asks_git_the_same_questions_for_many_runs_as_for_few(
 
 def test_a_logs_folder_removed_mid_run_is_made_again_and_the_run_goes_on(tmp_path: Path) -> None:
     """Finding 9: a run does not die for its log; TensorBoard and train.log write again."""
-    env = {**os.environ, **GIT_IDENTITY, "LANDER_HOME": str(tmp_path)}
-    trainer = subprocess.Popen(
-        [str(LANDER), "train", "tidy", "--no-git", "--timesteps", "12288",
-         "--port", str(find_free_port_block(2)), *SMALL],
-        env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-        stdin=subprocess.DEVNULL,
-    )  # fmt: skip
+    trainer = background_trainer(tmp_path, "tidy", "--no-git", "--timesteps", "12288")
     logs = tmp_path / "logs" / "tidy"
     try:
         wait_until(lambda: list(logs.glob("events.out.tfevents.*")), 120, "the first events")

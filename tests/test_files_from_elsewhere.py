@@ -17,8 +17,8 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import GIT_IDENTITY, SMALL, find_free_port_block, git
-from tests.test_operations import LANDER, lander
+from tests.conftest import GIT_IDENTITY, git
+from tests.test_operations import LANDER, lander, train_small
 
 
 def lander_bot(run: str = "r1", **changes: Any) -> dict[str, Any]:
@@ -89,12 +89,7 @@ def test_a_run_trained_elsewhere_does_not_start_the_program_its_record_names(
     hostile = tmp_path / "theirs.x86_64"
     hostile.write_text(f"#!/bin/sh\ntouch {marker}\n")
     hostile.chmod(0o755)
-    port = str(find_free_port_block(2))
-    trained = lander(
-        tmp_path, "train", "theirs", "--no-git", "--timesteps", "512", "--port", port, *SMALL,
-        timeout=240,
-    )  # fmt: skip
-    assert trained.returncode == 0, trained.stdout + trained.stderr
+    train_small(tmp_path, "theirs")
     record_path = tmp_path / "checkpoints" / "theirs" / "run.json"
     record = json.loads(record_path.read_text())
     record["config"]["game_bin"] = str(hostile)
@@ -296,11 +291,6 @@ def test_input_that_names_nothing_sound_is_one_line(tmp_path: Path) -> None:
 
 def test_a_run_named_like_a_file_is_evaluated_by_name(tmp_path: Path) -> None:
     """The extras: a run called ``r.json`` is a run to ``eval``, not a missing file."""
-    port = str(find_free_port_block(2))
-    trained = lander(
-        tmp_path, "train", "r.json", "--no-git", "--timesteps", "512", "--port", port, *SMALL,
-        timeout=240,
-    )  # fmt: skip
-    assert trained.returncode == 0, trained.stdout + trained.stderr
+    train_small(tmp_path, "r.json")
     result = lander(tmp_path, "eval", "r.json", "--episodes", "4", timeout=120)
     assert result.returncode == 0 and "normalized_score=" in result.stdout, result.stderr

@@ -35,6 +35,24 @@ def lander(
     )
 
 
+def train_small(home: Path, run: str, *args: str) -> None:
+    """``lander train RUN`` of 512 steps on 2 small games, without git; it must succeed."""
+    trained = lander(
+        home, "train", run, "--no-git", "--timesteps", "512",
+        "--port", str(find_free_port_block(2)), *SMALL, *args, timeout=240,
+    )  # fmt: skip
+    assert trained.returncode == 0, trained.stdout + trained.stderr
+
+
+def background_trainer(home: Path, run: str, *args: str, **env: str) -> subprocess.Popen[str]:
+    """``lander train RUN`` on 2 small games in the background, its output merged in a pipe."""
+    return subprocess.Popen(
+        [str(LANDER), "train", run, "--port", str(find_free_port_block(2)), *SMALL, *args],
+        env={**os.environ, **GIT_IDENTITY, "LANDER_HOME": str(home), **env},
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, stdin=subprocess.DEVNULL,
+    )  # fmt: skip
+
+
 def trainer_pids(run: str) -> list[int]:
     """The `lander train RUN` trainer processes on this machine (not an `--auto-resume`
     supervisor, which only waits on its trainer)."""

@@ -10,13 +10,14 @@ transport runs a script that sleeps when asked to receive a push).
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import threading
 from pathlib import Path
 
-from tests.conftest import GIT_IDENTITY, SMALL, find_free_port_block, git, wait_until
-from tests.test_operations import LANDER
+from tests.conftest import git, wait_until
+from tests.test_operations import background_trainer
 
 
 def _hanging_push_remote(work: Path, remote: Path) -> Path:
@@ -60,27 +61,25 @@ class _Output:
             self.text += line
 
 
-def _train(work: Path, run: str, timeout_s: str) -> tuple[subprocess.Popen[str], _Output]:
-    env = {**os.environ, **GIT_IDENTITY, "LANDER_HOME": str(work), "LANDER_GIT_TIMEOUT": timeout_s}
-    process = subprocess.Popen(
-        [str(LANDER), "train", run, "--timesteps", "1024",
-         "--port", str(find_free_port_block(2)), *SMALL],
-        env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-        stdin=subprocess.DEVNULL,
-    )  # fmt: skip
-    return process, _Output(process)
+def _push_hanging(
+    work: Path, remote: Path, run: str, timeout_s: str
+) -> tuple[subprocess.Popen[str], _Output]:
+    """A trainer of ``run`` whose end's push hangs, returned once the push has started."""
+    helper = _hanging_push_remote(work, remote)
+    process = background_trainer(work, run, "--timesteps", "1024", LANDER_GIT_TIMEOUT=timeout_s)
+    output = _Output(process)
+    wait_until(lambda: _pids_running(str(helper), "git-receive-pack") or process.poll() is not None,
+               240, "the push to start")  # fmt: skip
+    assert process.poll() is None, output.text
+    return process, output
 
 
 def test_one_ctrl_c_after_training_lets_the_end_finish(checkout: tuple[Path, Path]) -> None:
     """What ``lander stop`` sends, landing while the push runs: the push is not cut, the
     run's end completes (here the hung push gives up at its deadline) and exits 0."""
     work, remote = checkout
-    helper = _hanging_push_remote(work, remote)
-    process, output = _train(work, "once", "20")
+    process, output = _push_hanging(work, remote, "once", "20")
     try:
-        wait_until(lambda: _pids_running(str(helper), "git-receive-pack") or process.poll() is not None,
-                   240, "the push to start")  # fmt: skip
-        assert process.poll() is None, output.text
         process.send_signal(signal.SIGINT)
         process.wait(timeout=120)
     finally:
@@ -98,12 +97,9 @@ def test_a_second_ctrl_c_skips_the_end_says_how_to_finish_and_leaves_no_push_beh
     checkout: tuple[Path, Path],
 ) -> None:
     work, remote = checkout
-    helper = _hanging_push_remote(work, remote)
-    process, output = _train(work, "twice", "300")
+    process, output = _push_hanging(work, remote, "twice", "300")
+    helper = work.parent / "hang-push.sh"
     try:
-        wait_until(lambda: _pids_running(str(helper), "git-receive-pack") or process.poll() is not None,
-                   240, "the push to start")  # fmt: skip
-        assert process.poll() is None, output.text
         process.send_signal(signal.SIGINT)
         wait_until(lambda: "finishing the run's" in output.text, 30, "the first Ctrl-C's line")
         process.send_signal(signal.SIGINT)
@@ -118,3 +114,22 @@ def test_a_second_ctrl_c_skips_the_end_says_how_to_finish_and_leaves_no_push_beh
     gone = lambda: not _pids_running(str(helper)) and not _pids_running("599.25")  # noqa: E731
     wait_until(gone, 10, "the hung push to be gone")
     assert (work / "bots" / "twice.json").is_file(), "the export had finished"
+
+
+def test_stop_fails_when_the_run_ended_without_its_bot(
+    checkout: tuple[Path, Path], tmux_socket: str
+) -> None:
+    """Finding 7: ``stop`` printed ✗ lines and exited 0; now a missing result is an error."""
+    from tests.test_health import start_small
+    from tests.test_operations import lander
+
+    work, _ = checkout
+    start_small(work, "nobot", tmux_socket, "--timesteps", "10000000")
+    log = work / "logs" / "nobot" / "train.log"
+    wait_until(lambda: log.exists() and "steps=" in log.read_text(), 180, "nobot to train")
+    shutil.rmtree(work / "bots")
+    (work / "bots").write_text("a file where the bots folder was: no bot can be written\n")
+    stopped = lander(work, "stop", "nobot", "--timeout", "180", socket=tmux_socket)
+    assert stopped.returncode == 1, stopped.stdout + stopped.stderr
+    assert "✓ final checkpoint" in stopped.stdout and "✗ bot bots/nobot.json" in stopped.stdout
+    assert "stopped without all of its results" in stopped.stderr

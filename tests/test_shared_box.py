@@ -7,18 +7,16 @@ Real parts: two clones of one bare remote, a private tmux server, real trainers.
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import signal
-import subprocess
 from pathlib import Path
 
 import libtmux
 
 from cli.tmux_sessions import session_name, window_alive
-from tests.conftest import GIT_IDENTITY, SMALL, find_free_port_block, git, wait_until
+from tests.conftest import SMALL, git, wait_until
 from tests.test_health import start_small
-from tests.test_operations import LANDER, lander, trainer_pids
+from tests.test_operations import background_trainer, lander, trainer_pids
 
 
 def test_a_second_clone_neither_sees_nor_stops_the_first_ones_run(
@@ -62,19 +60,12 @@ def test_the_lock_holds_while_its_trainer_lives_even_when_its_files_go(
     ``.lander/``) lets no second trainer in and status still says running; after the run,
     the checkout still owns it (an in-place resume works) under the same identity."""
     work, _ = checkout
-    env = {**os.environ, **GIT_IDENTITY, "LANDER_HOME": str(work)}
-    trainer = subprocess.Popen(
-        [str(LANDER), "train", "held", "--timesteps", "10000000", "--no-git",
-         "--port", str(find_free_port_block(2)), *SMALL],
-        env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-        stdin=subprocess.DEVNULL,
-    )  # fmt: skip
+    trainer = background_trainer(work, "held", "--timesteps", "10000000", "--no-git")
     record = work / "checkpoints" / "held" / "run.json"
     identity = work / ".lander" / "checkout-id"
     try:
-        wait_until(
-            lambda: list((work / "logs" / "held").glob("events.out.tfevents.*")), 120, "training"
-        )
+        log = work / "logs" / "held" / "train.log"
+        wait_until(lambda: log.exists() and "steps=" in log.read_text(), 180, "the first rollout")
         first_id = identity.read_text().strip()
         git(work, "clean", "-q", "-fdX", "--", ".lander")
         (work / ".lander-trainer.lock").unlink(missing_ok=True)  # where the lock once lived
