@@ -10,6 +10,7 @@ from pathlib import Path
 
 from cli.console import console, fail
 from cli.git_sync import current_commit
+from cli.paths import remembered_game_bin
 from cli.publishing import in_git, publish_files
 from cli.results import committed_champions
 from game_bridge.bot_runner import BotFormatError, BotRunner
@@ -45,8 +46,6 @@ def checkout_game_for(root: Path, trained: dict[str, object]) -> Path | None:
     """This checkout's own game (``lander setup --game-bin``) when a bot was trained on a
     program of the same file name: the program then comes from this checkout's settings,
     never from the bot file."""
-    from cli.setup import remembered_game_bin
-
     named, remembered = trained.get("game_bin"), remembered_game_bin(root)
     if not isinstance(named, str) or remembered is None:
         return None

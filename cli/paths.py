@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
 GAME_BINARY_NAME = "lander_game.x86_64"
+GAME_SETTINGS_NAME = "game.json"
+"""In ``build/``: the game ``lander setup --game-bin`` remembered for this checkout."""
 
 
 def project_root() -> Path:
@@ -24,3 +27,13 @@ def build_dir(root: Path) -> Path:
 def game_binary_path(root: Path) -> Path:
     """The bundled game's executable, written by ``lander setup``."""
     return build_dir(root) / GAME_BINARY_NAME
+
+
+def remembered_game_bin(root: Path) -> str | None:
+    """The game binary ``lander setup --game-bin`` remembered for this checkout, if any."""
+    path = build_dir(root) / GAME_SETTINGS_NAME
+    try:
+        value = json.loads(path.read_text()).get("game_bin")
+    except (OSError, json.JSONDecodeError, AttributeError):
+        return None
+    return str(value) if value else None

@@ -23,12 +23,11 @@ from rich.table import Table
 
 from cli.console import console
 from cli.git_sync import open_repo
-from cli.paths import build_dir, game_binary_path
+from cli.paths import GAME_SETTINGS_NAME, build_dir, game_binary_path, remembered_game_bin
 from game_bridge.errors import BridgeError
 from game_bridge.launcher import game_command
 from game_bridge.smoke import run_smoke_test
 
-GAME_SETTINGS_NAME = "game.json"
 TORCH_SPEC = "torch>=2.3,<2.14"
 
 
@@ -70,16 +69,6 @@ def write_game_binary(root: Path) -> CheckResult:
     temporary.chmod(temporary.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
     temporary.replace(path)
     return CheckResult("game binary", True, f"wrote {path.relative_to(root)}")
-
-
-def remembered_game_bin(root: Path) -> str | None:
-    """The game binary ``lander setup --game-bin`` remembered for this checkout, if any."""
-    path = build_dir(root) / GAME_SETTINGS_NAME
-    try:
-        value = json.loads(path.read_text()).get("game_bin")
-    except (OSError, json.JSONDecodeError, AttributeError):
-        return None
-    return str(value) if value else None
 
 
 def with_remembered_game(root: Path, overrides: dict[str, Any]) -> dict[str, Any]:
