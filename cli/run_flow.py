@@ -118,7 +118,7 @@ def train_session(request: TrainRequest, use_git: bool) -> int:
     return outcome.exit_code
 
 
-class _EndInterrupted(Exception):
+class _EndInterrupted(BaseException):
     """A second Ctrl-C, or a SIGTERM, while a run's end is being done."""
 
     def __init__(self, signum: int) -> None:

@@ -84,7 +84,7 @@ def _recorded_identity(root: Path) -> str | None:
 
 
 def keep_damaged_record(paths: RunPaths) -> Path:
-    """Move a run's unreadable ``run.json`` into ``.lander/damaged/`` (untracked) before a
+    """Copy a run's unreadable ``run.json`` into ``.lander/damaged/`` (untracked) before a
     new record replaces it: nothing the user had is lost."""
     folder = local_dir(paths.root) / "damaged"
     folder.mkdir(parents=True, exist_ok=True)
