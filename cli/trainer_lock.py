@@ -6,19 +6,25 @@ nothing that happens to the checkout's files (``git clean -fdX``, a removed lock
 lets a second trainer in beside a live one, and the kernel releases it when the
 process dies, however it dies, so a crashed trainer never blocks the next run.
 A second socket, named after the run, says which run holds it; both are listed in
-``/proc/net/unix``, which is where :func:`holder` reads them.
+``/proc/net/unix``, which is where :func:`holder` reads them. The lock file of the
+previous version is still honoured while a trainer of that version holds it.
 """
 
 from __future__ import annotations
 
 import errno
+import fcntl
 import hashlib
+import json
 import socket
 from pathlib import Path
 
 from cli.console import how
 
 PROC_UNIX = Path("/proc/net/unix")
+LEGACY_LOCK_NAME = ".lander-trainer.lock"
+"""The lock file of lander before the socket: a trainer of that version, still running
+after an upgrade, holds it with ``flock``, and is honoured."""
 
 
 class TrainerBusy(Exception):
@@ -58,13 +64,33 @@ def _holder_run(root: Path) -> str | None:
     return None
 
 
+def _legacy_holder(root: Path) -> str | None:
+    """The run of a trainer of the previous version holding its lock file, if one does."""
+    path = root / LEGACY_LOCK_NAME
+    try:
+        handle = path.open("r")
+    except OSError:
+        return None
+    with handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            try:
+                run = json.loads(handle.read() or "{}").get("run")
+            except (ValueError, AttributeError):
+                run = None
+            return str(run) if run else "unknown"
+        fcntl.flock(handle, fcntl.LOCK_UN)
+    return None
+
+
 def holder(root: Path) -> str | None:
     """The run whose trainer holds the lock now ("unknown" when it named none yet), or
     None when no trainer runs in this checkout."""
     probe = _bind(lock_address(root))
     if probe is not None:
         probe.close()
-        return None
+        return _legacy_holder(root)
     return _holder_run(root) or "unknown"
 
 
@@ -83,8 +109,11 @@ class TrainerLock:
 
     def __enter__(self) -> TrainerLock:
         lock = _bind(lock_address(self.root))
-        if lock is None:
-            other = _holder_run(self.root) or "another run"
+        legacy = _legacy_holder(self.root) if lock is not None else None
+        if lock is None or legacy is not None:
+            if lock is not None:
+                lock.close()
+            other = legacy or _holder_run(self.root) or "another run"
             raise TrainerBusy(
                 f"run {other!r} is training in this checkout; stop it first ({how(f'stop {other}')})"
             )
