@@ -151,7 +151,7 @@ def test_a_node_lost_mid_run_moves_its_games_and_the_run_finishes(
 ) -> None:
     worker = cluster.nodes[1]
     with lander_in_background(
-        tmp_path, "train", "c2", "--cluster", cluster.address, "--timesteps", "100000",
+        tmp_path, "train", "c2", "--cluster", cluster.address, "--timesteps", "30000",
         "--n-parallel", "4", "--agents-per-instance", "4", "--port", str(port_block(4)),
         "--checkpoint-every", "5000", "--no-git",
     ) as trainer:  # fmt: skip
@@ -173,10 +173,10 @@ def test_a_node_lost_mid_run_moves_its_games_and_the_run_finishes(
         status = lander(tmp_path, "status")
         assert f"node {worker.node_id[:8]}" in status.stdout, status.stdout
         cluster.kill_node(worker)
-        output, _ = trainer.communicate(timeout=400)
+        output, _ = trainer.communicate(timeout=600)  # a busy machine: Ray and 4 games on 2 cores
     assert trainer.returncode == 0, output
     record = RunRecord.load(run_json)
-    assert record.status == "finished" and record.total_timesteps >= 100000
+    assert record.status == "finished" and record.total_timesteps >= 30000
     assert record.extra["restarts"] == len(on_worker), output
     assert all(e["node"] != worker.node_id for e in record.extra["cluster"]["instances"])
     log = RunPaths(tmp_path, "c2").train_log.read_text()
