@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import libtmux
 import pytest
 
 from tests.conftest import GIT_IDENTITY, git
@@ -243,11 +244,10 @@ def test_oversized_and_exploding_files_are_refused_before_the_work_starts(
     result = lander(tmp_path, "start", "bomb", "--curriculum", str(bomb), socket=tmux_socket)
     one_line_error(result, "expands to over")
     assert time.monotonic() - started < 60
-    import libtmux
-
-    assert not libtmux.Server(socket_name=tmux_socket).is_alive() or not list(
-        libtmux.Server(socket_name=tmux_socket).sessions
-    ), "a session was started for a plan that cannot be read"
+    tmux = libtmux.Server(socket_name=tmux_socket)
+    assert not tmux.is_alive() or not list(tmux.sessions), (
+        "a session for a plan that cannot be read"
+    )
 
 
 def test_input_that_names_nothing_sound_is_one_line(tmp_path: Path) -> None:
