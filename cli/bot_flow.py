@@ -27,7 +27,7 @@ from training.bots import (
     run_target,
 )
 from training.checkpoints import CheckpointError
-from training.errors import ExportError, GameNotGiven
+from training.errors import ExportError, GameNotGiven, program_name
 from training.eval_records import game_name, record_evaluation
 from training.evaluation import StrokeSettings, evaluate_in_process, game_settings
 from training.run_paths import InvalidRunName, RunPaths
@@ -49,7 +49,7 @@ def checkout_game_for(root: Path, trained: dict[str, object]) -> Path | None:
     named, remembered = trained.get("game_bin"), remembered_game_bin(root)
     if not isinstance(named, str) or remembered is None:
         return None
-    same = Path(named.replace("\\", "/")).name == Path(remembered).name
+    same = program_name(named) == Path(remembered).name
     return Path(remembered) if same else None
 
 

@@ -121,14 +121,11 @@ def status_table(
     training_here = holder(root)
     best = best_by_run(committed_records(root) if evaluations is None else evaluations)
     push_state = PushStates(root)
-    rows: list[tuple[str, list[str]]] = []
-    for record in records:
+    for record in records:  # newest first
         try:
-            rows.append((record.updated_at, _row(root, record, training_here, best, push_state)))
+            table.add_row(*_row(root, record, training_here, best, push_state))
         except (TypeError, ValueError, KeyError, AttributeError) as exc:
             damaged[record.run] = f"a field of run.json has the wrong kind of value ({exc})"
-    for _, row in sorted(rows, key=lambda item: item[0], reverse=True):
-        table.add_row(*row)
     for run, reason in sorted(damaged.items()):
         state = "[green]running[/]" if training_here == run else "[red]damaged record[/]"
         table.add_row(run, state, *["-"] * 7, f"[red]{escape(reason[:300])}[/]", "", "")

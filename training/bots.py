@@ -13,18 +13,10 @@ from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 
-from game_bridge import BUNDLED_GAMES, TRANSPORTS
 from game_bridge.bot_runner import BotFormatError, BotRunner
 from game_bridge.launcher import LaunchConfig, game_command
 from training.checkpoints import find_resume_point
-from training.config import (
-    MAX_ACTION_REPEAT,
-    MAX_AGENTS,
-    MAX_SPEEDUP,
-    ConfigError,
-    TrainConfig,
-    check_bundled_game_args,
-)
+from training.config import ConfigError, TrainConfig, apply_overrides
 from training.errors import game_not_given
 from training.eval_records import owns_run
 from training.evaluation import (
@@ -56,10 +48,23 @@ def trained_with(config: TrainConfig) -> dict[str, Any]:
     }
 
 
+BOT_SETTINGS = (
+    "game",
+    "game_bin",
+    "transport",
+    "game_args",
+    "action_repeat",
+    "speedup",
+    "agents_per_instance",
+)
+"""The settings of its run a bot records in ``trained_with`` (:func:`trained_with`)."""
+
+
 def checked_trained_with(raw: object) -> dict[str, Any]:
     """A bot's ``trained_with`` as lander may use it: a bot file may come from anywhere,
-    so each field is checked against what a run could have written, before any game is
-    set up from it (an ``action_repeat`` of 10^9 would make one step take hours).
+    so its settings are checked as the run's own were, against their declarations in
+    ``training.config`` (kinds, bounds, choices, the bundled game's arguments), before any
+    game is set up from them (an ``action_repeat`` of 10^9 would make one step take hours).
 
     :raises BotFormatError: naming the field.
     """
@@ -67,37 +72,19 @@ def checked_trained_with(raw: object) -> dict[str, Any]:
         return {}
     if not isinstance(raw, dict):
         raise BotFormatError("the bot's trained_with must be an object")
-    checked = dict(raw)
+    game_args = raw.get("game_args") or {}
+    if not isinstance(game_args, dict) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in game_args.items()
+    ):  # as lander writes them: the settings' own check would turn numbers into text
+        raise BotFormatError(
+            "the bot's trained_with is not one lander wrote: game_args must map names to text"
+        )
+    given = {name: raw[name] for name in BOT_SETTINGS if raw.get(name) is not None}
     try:
-        if checked.get("game") is not None and checked["game"] not in BUNDLED_GAMES:
-            raise ValueError(f"game must be one of {', '.join(BUNDLED_GAMES)}")
-        for name in ("game_bin", "transport"):
-            if checked.get(name) is not None and not isinstance(checked[name], str):
-                raise ValueError(f"{name} must be text")
-        if checked.get("transport") not in (None, *TRANSPORTS):
-            raise ValueError(f"transport must be one of {', '.join(TRANSPORTS)}")
-        game_args = checked.get("game_args") or {}
-        if not isinstance(game_args, dict) or not all(
-            isinstance(k, str) and isinstance(v, str) for k, v in game_args.items()
-        ):
-            raise ValueError("game_args must map names to text")
-        if checked.get("game_bin") is None:
-            check_bundled_game_args(checked.get("game") or "lander", game_args)
-        for name, high in (
-            ("action_repeat", MAX_ACTION_REPEAT),
-            ("agents_per_instance", MAX_AGENTS),
-        ):
-            value = checked.get(name)
-            if value is not None and (type(value) is not int or not 1 <= value <= high):
-                raise ValueError(f"{name} must be a whole number from 1 to {high:,}")
-        speedup = checked.get("speedup")
-        if speedup is not None and (
-            not isinstance(speedup, int | float) or not 0 < speedup <= MAX_SPEEDUP
-        ):
-            raise ValueError(f"speedup must be a number above 0 and at most {MAX_SPEEDUP:,}")
-    except (ValueError, ConfigError) as exc:
+        apply_overrides(TrainConfig(), given, "the bot's trained_with").validate()
+    except ConfigError as exc:
         raise BotFormatError(f"the bot's trained_with is not one lander wrote: {exc}") from None
-    return checked
+    return dict(raw)
 
 
 def bundled_settings(trained: dict[str, Any]) -> GameSettings:

@@ -18,9 +18,14 @@ class GameNotGiven(Exception):
     """
 
 
+def program_name(game_bin: str) -> str:
+    """The file name of a program path written on any machine (``/`` or ``\\`` between folders)."""
+    return game_bin.replace("\\", "/").rsplit("/", 1)[-1]
+
+
 def game_not_given(what: str, game_bin: str) -> GameNotGiven:
     """The one line for a ``what`` (a bot, a run) trained on the program ``game_bin``."""
-    name = game_bin.replace("\\", "/").rsplit("/", 1)[-1]
+    name = program_name(game_bin)
     return GameNotGiven(
         f"{what} was trained on the game {name!r} ({game_bin} on the machine that trained it); "
         f"lander starts only a game you name: add --game-bin PATH/TO/{name}"
