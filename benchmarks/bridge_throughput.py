@@ -21,9 +21,10 @@ from measure import bridge_steps_per_second, free_base_port
 from rich.console import Console
 from rich.table import Table
 
-from game_bridge.lander_game.physics import LanderPhysics
 from game_bridge.launcher import LaunchConfig
 from game_bridge.vec_env import GameVecEnv
+from games import launch_settings
+from games.lander.physics import LanderPhysics
 
 console = Console()
 SETTINGS = [(1, 1), (1, 16), (2, 8), (4, 4), (4, 16), (8, 8)]
@@ -52,6 +53,7 @@ def start_seconds(n_instances: int, agents: int, repeats: int = 3) -> float:
         started = time.perf_counter()
         env = GameVecEnv(
             LaunchConfig(
+                **launch_settings("lander"),
                 n_instances=n_instances,
                 base_port=free_base_port(n_instances),
                 game_args={"agents": str(agents)},

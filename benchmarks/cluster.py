@@ -38,6 +38,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from game_bridge.cluster import GameCluster
 from game_bridge.launcher import LaunchConfig
 from game_bridge.vec_env import GameVecEnv
+from games import launch_settings
 from tests.ray_cluster import LocalRayCluster
 from training.trainer import TrainRequest, train
 
@@ -52,6 +53,7 @@ class NodeStepper:
     def __init__(self, n_instances: int, port: int, seed: int, fast_wire: bool) -> None:
         self.env = GameVecEnv(
             LaunchConfig(
+                **launch_settings("lander"),
                 n_instances=n_instances,
                 base_port=port,
                 seed=seed,

@@ -21,6 +21,7 @@ from rich.table import Table
 
 from game_bridge.launcher import LaunchConfig
 from game_bridge.vec_env import GameVecEnv
+from games import launch_settings
 
 console = Console()
 _TICKS_PER_SECOND = os.sysconf("SC_CLK_TCK")
@@ -37,11 +38,12 @@ def measure(forked: bool, n: int, k: int, seconds: float, fast_wire: bool) -> di
     """Steps/s and microseconds of CPU per instance step (games) and per VecEnv step (trainer)."""
     env = GameVecEnv(
         LaunchConfig(
+            command=launch_settings("lander")["command"],
             n_instances=n,
             base_port=free_base_port(n),
             game_args={"agents": str(k)},
             fast_wire=fast_wire,
-            fork_bundled=forked,
+            fork_main=launch_settings("lander")["fork_main"] if forked else None,
         )
     )
     try:

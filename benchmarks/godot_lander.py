@@ -24,9 +24,9 @@ from measure import bridge_steps_per_second
 from rich.console import Console
 from rich.table import Table
 
-from game_bridge.lander_game.controllers import random_actions, reference_actions
 from game_bridge.launcher import LaunchConfig
 from game_bridge.vec_env import GameVecEnv
+from games.lander.controllers import random_actions, reference_actions
 from training.evaluation import Policy, evaluate_through_bridge, model_policy
 from training.trainer import TrainRequest, load_for_inference, train
 

@@ -9,8 +9,9 @@ import time
 import numpy as np
 
 from game_bridge.cluster import GameCluster
-from game_bridge.launcher import LaunchConfig, bundled_game_command
+from game_bridge.launcher import LaunchConfig
 from game_bridge.vec_env import GameVecEnv
+from games import launch_settings
 
 
 def free_base_port(count: int, start: int = 31000) -> int:
@@ -40,7 +41,7 @@ def bridge_steps_per_second(
     launched here or, with ``cluster``, on its nodes behind relays; over TCP or stdio."""
     env = GameVecEnv(
         LaunchConfig(
-            command=command or bundled_game_command(),
+            **({"command": command} if command else launch_settings("lander")),
             n_instances=n_instances,
             base_port=free_base_port(n_instances),
             speedup=speedup,

@@ -41,11 +41,11 @@ from measure import free_base_port
 from rich.console import Console
 from rich.table import Table
 
-from game_bridge.lander_game.controllers import random_actions, reference_actions
 from game_bridge.launcher import LaunchConfig
 from game_bridge.vec_env import GameVecEnv
+from games.lander.controllers import random_actions, reference_actions
+from games.lander.scoring import LanderSettings
 from training.evaluation import (
-    LanderSettings,
     Policy,
     evaluate_in_process,
     evaluate_through_bridge,

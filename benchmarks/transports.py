@@ -19,7 +19,7 @@ from measure import bridge_steps_per_second
 from rich.console import Console
 from rich.table import Table
 
-from game_bridge.launcher import bundled_game_command
+from games import launch_settings
 
 console = Console()
 SETTINGS = [(1, 16), (4, 4)]
@@ -47,7 +47,7 @@ def main() -> None:
                             n_instances,
                             agents,
                             args.seconds,
-                            command=bundled_game_command(game),
+                            command=launch_settings(game)["command"],
                             transport=transport,
                         )
                     )

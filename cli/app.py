@@ -11,14 +11,15 @@ from typing import Annotated, Any
 import typer
 
 from cli import train_flags as flags
+from cli.command_classes import LanderCommands, PanelledCommand, note_sigterm, terminating
 from cli.console import console, error_console, fail
 from cli.paths import project_root
-from game_bridge import BUNDLED_GAMES, TRANSPORTS
-from game_bridge.errors import BridgeError
+from game_bridge import TRANSPORTS
+from game_bridge.errors import LanderError
 from game_bridge.instance import interrupt_waits
 from game_bridge.protocol import DEFAULT_PORT
-from training.config import ConfigError, TrainConfig
-from training.run_paths import InvalidRunName
+from games import BUNDLED_GAMES, DEFAULT_GAME, game_entry
+from training.config import TUNED, TrainConfig
 
 app = typer.Typer(
     name="lander",
@@ -30,8 +31,10 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
-    # Plain help: rich markup would eat "[default: ...]" and label every flag <bool>.
+    # Plain help, grouped in panels by cli.command_classes: rich markup would eat
+    # "[default: ...]" and label every flag <bool>.
     rich_markup_mode=None,
+    cls=LanderCommands,
 )
 
 
@@ -42,9 +45,12 @@ def _root() -> None:
     A day with lander: `lander setup`, `lander train run01` (or `lander start run01` in tmux),
     `lander status`, and on another machine `git pull && lander play bots/run01.json`.
     """
+    from cli.git_sync import network_timeout_s
+
+    network_timeout_s()  # a bad LANDER_GIT_TIMEOUT is one line before any work
 
 
-@app.command()
+@app.command(cls=PanelledCommand)
 def setup(
     game_bin: Annotated[
         Path | None,
@@ -82,7 +88,7 @@ RunName = Annotated[
 ]
 
 
-@app.command()
+@app.command(cls=PanelledCommand)
 @flags.with_settings()
 def train(
     run: RunName,
@@ -118,7 +124,7 @@ def train(
     raise typer.Exit(run_training(request, git))
 
 
-@app.command()
+@app.command(cls=PanelledCommand)
 def export(
     run: Annotated[str, typer.Argument(metavar="RUN", help="The run whose policy to export.")],
     checkpoint: Annotated[
@@ -134,7 +140,7 @@ def export(
     export_and_report(project_root(), run, checkpoint)
 
 
-@app.command("eval")
+@app.command("eval", cls=PanelledCommand)
 def evaluate(
     target: Annotated[
         str | None,
@@ -155,10 +161,10 @@ def evaluate(
     game: Annotated[
         str,
         typer.Option(
-            metavar="lander|stroke",
+            metavar="|".join(BUNDLED_GAMES),
             help="The bundled game --policy random|reference plays (a bot knows its own).",
         ),
-    ] = "lander",
+    ] = DEFAULT_GAME,
     transport: Annotated[
         str | None,
         typer.Option(
@@ -190,7 +196,7 @@ def evaluate(
     )
 
 
-@app.command()
+@app.command(cls=PanelledCommand)
 def play(
     bot: Annotated[Path, typer.Argument(metavar="BOT", help="A bot .json file (bots/RUN.json).")],
     record: Annotated[
@@ -234,7 +240,7 @@ def play(
     play_and_report(bot, record, agents, seconds, seed, speed, game_bin, port)
 
 
-@app.command()
+@app.command(cls=PanelledCommand)
 @flags.with_settings(exclude=("push_every",))  # a sweep pushes every --push-every trials
 def sweep(
     name: Annotated[
@@ -295,7 +301,7 @@ def _with_config_file(config: Path | None, settings: dict[str, Any]) -> dict[str
     return {**(load_config_file(config) if config is not None else {}), **settings}
 
 
-@app.command("next")
+@app.command("next", cls=PanelledCommand)
 @flags.with_settings()
 def next_(
     from_run: Annotated[
@@ -314,7 +320,7 @@ def next_(
     raise typer.Exit(next_run(project_root(), source, overrides, git, reset_std))
 
 
-@app.command()
+@app.command(cls=PanelledCommand)
 def curriculum(
     plan: Annotated[
         Path,
@@ -346,16 +352,7 @@ TbPort = Annotated[
 ]
 
 
-TUNED = ("n_parallel", "agents_per_instance", "speedup", "n_steps", "batch_size")
-"""The settings ``tune`` races as lists of its own, not as single values."""
-TUNE_GRIDS = {
-    # objective: (n-parallel, agents, n-steps, batch-size) tried when not given
-    "fps": ("2,4,8", "4,8,16", "default", "default"),
-    "time": ("2,4", "8,16", "32,64", "default"),
-}
-
-
-@app.command()
+@app.command(cls=PanelledCommand)
 @flags.with_settings(exclude=TUNED)
 def tune(
     objective: Annotated[
@@ -406,43 +403,41 @@ def tune(
 ) -> None:
     """Find the best --n-parallel, --agents-per-instance, --speedup, --n-steps and --batch-size
     here: a short run per setting, ranked by time to a reward (--objective time) or by fps."""
+    from training.tuning import best, plan_races, tune
+
+    lists = {
+        "n_parallel": n_parallel,
+        "agents_per_instance": agents,
+        "speedup": speedup,
+        "n_steps": n_steps,
+        "batch_size": batch_size,
+    }
+    plan = plan_races(objective, seconds, reward, lists, _with_config_file(config, settings or {}))
+    results = tune(plan.races, plan.seconds, plan.overrides, console, plan.target)
+    console.print(_race_table(results, plan.target, plan.seconds))
+    winner = best(results, objective)
+    target = plan.target
+    if winner is None:
+        fail(
+            f"no setting reached reward {target:g} in {seconds:g} s; try more --seconds"
+            if target is not None
+            else "no setting trained; run `lander setup` to check the game"
+        )
+    measured = (
+        f"reward {target:g} in {winner.seconds_to_reward:.1f} s"
+        if target is not None
+        else f"{winner.fps:,.0f} fps"
+    )
+    console.print(
+        f"fastest: {measured}. Use: ./lander start RUN {winner.setting.flags()} "
+        + " ".join(flags.settings_argv(settings or {}))
+    )
+
+
+def _race_table(results: list[Any], target: float | None, seconds: float) -> Any:
+    """``tune``'s table: a row per setting, its fps and (racing to a reward) its time."""
     from rich.table import Table
 
-    from training.tuning import BUNDLED_GAME_REWARD, best, grid, tune
-
-    def numbers(text: str, kind: type) -> list[Any]:
-        try:
-            return [
-                None if item.strip() == "default" else kind(item)
-                for item in text.split(",")
-                if item.strip()
-            ]
-        except ValueError:
-            fail(f"expected comma-separated numbers, got {text!r}")
-
-    if objective not in TUNE_GRIDS:
-        fail(f"--objective must be time or fps, got {objective!r}")
-    if reward is not None and objective != "time":
-        fail("--reward is the target of --objective time; add --objective time")
-    overrides = _with_config_file(config, settings or {})
-    if seconds <= 0:
-        fail("--seconds must be positive")
-    target = None
-    if objective == "time":
-        target = reward
-        if target is None and overrides.get("game_bin") is None:
-            target = BUNDLED_GAME_REWARD
-        if target is None:
-            fail("--objective time on a game of your own needs --reward R (a training reward)")
-    defaults = TUNE_GRIDS[objective]
-    races = grid(
-        numbers(n_parallel or defaults[0], int),
-        numbers(agents or defaults[1], int),
-        numbers(speedup, float),
-        numbers(n_steps or defaults[2], int),
-        numbers(batch_size or defaults[3], int),
-    )
-    results = tune(races, seconds, overrides, console, target)
     title = (
         f"seconds from launch to reward {target:g} per setting (at most {seconds:g} s each)"
         if target is not None
@@ -466,23 +461,7 @@ def tune(
             reached = result.seconds_to_reward
             row.append("not reached" if reached is None else f"{reached:.1f}")
         table.add_row(*row)
-    console.print(table)
-    winner = best(results, objective)
-    if winner is None:
-        fail(
-            f"no setting reached reward {target:g} in {seconds:g} s; try more --seconds"
-            if target is not None
-            else "no setting trained; run `lander setup` to check the game"
-        )
-    measured = (
-        f"reward {target:g} in {winner.seconds_to_reward:.1f} s"
-        if target is not None
-        else f"{winner.fps:,.0f} fps"
-    )
-    console.print(
-        f"fastest: {measured}. Use: ./lander start RUN {winner.setting.flags()} "
-        + " ".join(flags.settings_argv(settings or {}))
-    )
+    return table
 
 
 def _check_plan(
@@ -495,20 +474,16 @@ def _check_plan(
 ) -> TrainConfig:
     """Plan the run as ``lander train`` would, without writing, so a mistake is one red
     line here, not a tmux window that dies; return the run's settings."""
-    from cli.run_flow import USER_ERRORS
     from training.trainer import TrainRequest, plan_training
 
     request = TrainRequest(
         project_root(), run, settings, config_file=config, resume=resume, force=force,
         reset_std=reset_std,
     )  # fmt: skip
-    try:
-        return plan_training(request).config
-    except USER_ERRORS as exc:
-        fail(str(exc))
+    return plan_training(request).config
 
 
-@app.command()
+@app.command(cls=PanelledCommand)
 @flags.with_settings()
 def start(
     run: RunName,
@@ -543,7 +518,7 @@ def start(
     # Detached runs are the ones nobody watches: they heal themselves unless told not to.
     session += ["--auto-resume"] if auto_resume else []
     command: list[str] | None = None
-    game = settings.get("game", "lander")
+    game = settings.get("game", DEFAULT_GAME)
     if curriculum_plan is not None:
         if not curriculum_plan.is_file():
             fail(f"plan {str(curriculum_plan)!r} does not exist")
@@ -551,10 +526,7 @@ def start(
             fail("a curriculum's plan sets its stages' settings: give them in the plan, not here")
         from training.curriculum import load_plan
 
-        try:
-            load_plan(curriculum_plan)  # a bad plan is one line here, not a dead tmux window
-        except ConfigError as exc:
-            fail(str(exc))
+        load_plan(curriculum_plan)  # a bad plan is one line here, not a dead tmux window
         command = ["curriculum", str(curriculum_plan.resolve())]
         command += [] if git is None else ["--git" if git else "--no-git"]
     elif sweep_space is not None:
@@ -562,10 +534,7 @@ def start(
             fail(f"search space {str(sweep_space)!r} does not exist")
         from training.search_space import load_space
 
-        try:
-            load_space(sweep_space)
-        except ConfigError as exc:
-            fail(str(exc))
+        load_space(sweep_space)
         if "push_every" in settings or resume or reset_std is not None or force:
             fail(
                 "--push-every, --resume, --reset-std and --force are not sweep options "
@@ -581,11 +550,11 @@ def start(
             game = _check_plan(run, settings, config, resume, force, reset_std).game
     start_in_tmux(
         project_root(), run, flags.settings_argv(settings) + session, tb_host, tb_port, command,
-        live_page=game == "lander",
+        live_page=_has_page(game),
     )  # fmt: skip
 
 
-@app.command()
+@app.command(cls=PanelledCommand)
 @flags.with_settings()
 def resume(
     run: Annotated[
@@ -622,10 +591,10 @@ def resume(
     game = _check_plan(target, settings, config, source, False, reset_std).game
     args = flags.settings_argv(settings) + flags.session_argv(config, source, reset_std, False, git)
     args += ["--auto-resume"] if auto_resume else []
-    start_in_tmux(root, target, args, tb_host, tb_port, live_page=game == "lander")
+    start_in_tmux(root, target, args, tb_host, tb_port, live_page=_has_page(game))
 
 
-@app.command()
+@app.command(cls=PanelledCommand)
 def stop(
     run: Annotated[str, typer.Argument(metavar="RUN", help="The run to stop.")],
     timeout: Annotated[
@@ -638,7 +607,7 @@ def stop(
     stop_run(project_root(), _valid_run(run), timeout)
 
 
-@app.command()
+@app.command(cls=PanelledCommand)
 def status(
     show_all: Annotated[
         bool, typer.Option("--all", help="Every run, not only the newest 40.")
@@ -665,7 +634,7 @@ def status(
         console.print(line)
 
 
-@app.command()
+@app.command(cls=PanelledCommand)
 def clean() -> None:
     """Remove the tmux sessions of runs that have ended (and of dashboards that exited)."""
     from cli.operations import clean_sessions
@@ -673,7 +642,7 @@ def clean() -> None:
     clean_sessions(project_root())
 
 
-@app.command()
+@app.command(cls=PanelledCommand)
 def attach(
     run: Annotated[
         str, typer.Argument(metavar="RUN", help="The run whose tmux session to attach.")
@@ -691,25 +660,22 @@ def attach(
     attach_session(session)
 
 
-@app.command()
+@app.command(cls=PanelledCommand)
 def dashboard(
     host: TbHost = None,
     port: TbPort = None,
 ) -> None:
     """Serve TensorBoard over logs/ in the foreground (every run's curves); if this
     checkout's dashboard already runs, print its address instead."""
-    from cli.dashboard import DashboardError, choose_dashboard
+    from cli.dashboard import choose_dashboard
 
-    try:
-        choice = choose_dashboard(project_root(), host, port)
-    except DashboardError as exc:
-        fail(str(exc))
+    choice = choose_dashboard(project_root(), host, port)
     console.print(f"dashboard: {choice.url}  ({choice.note})")
     if choice.command is not None:
         os.execv(choice.command[0], choice.command)
 
 
-@app.command()
+@app.command(cls=PanelledCommand)
 def push(
     run: Annotated[
         str | None,
@@ -725,12 +691,15 @@ def push(
 
 
 def _valid_run(name: str) -> str:
-    from training.run_paths import InvalidRunName, validate_run_name
+    """``name`` if it is a valid run name (else :class:`InvalidRunName`, one red line)."""
+    from training.run_paths import validate_run_name
 
-    try:
-        return validate_run_name(name)
-    except InvalidRunName as exc:
-        fail(str(exc))
+    return validate_run_name(name)
+
+
+def _has_page(game: str) -> bool:
+    """True when the game has a web page a run's live bot can be watched on."""
+    return game_entry(game).web_dir is not None
 
 
 TRAINING_STACK = frozenset(
@@ -744,11 +713,8 @@ class Terminated(BaseException):
     error, so what is being set up (games being launched) is closed on the way out."""
 
 
-_SIGTERM_SEEN: list[int] = []
-
-
 def _terminated(signum: int, _frame: object) -> None:
-    _SIGTERM_SEEN.append(signum)
+    note_sigterm(signum)
     # The exception below is lost if the signal lands where Python ignores exceptions
     # (an at-fork hook while a game is being launched); every wait for a game then
     # ends within a poll slice instead, and main() still reports the signal.
@@ -766,25 +732,19 @@ def _quiet_when_terminated(unraisable: Any) -> None:
 def main() -> None:
     """Console-script entry point.
 
-    The last guard against a traceback: an operating-system error that no command
-    expected (a full disk, a vanished folder) ends as one red line.
+    User-facing errors end as one red line in :class:`~cli.command_classes.LanderCommands`;
+    here is the last guard against a traceback: a signal, a missing training stack, an
+    operating-system error that no command expected (a full disk, a vanished folder).
     """
     signal.signal(signal.SIGTERM, _terminated)
     sys.unraisablehook = _quiet_when_terminated
     try:
-        from cli.git_sync import network_timeout_s
-
-        network_timeout_s()  # a bad LANDER_GIT_TIMEOUT is one line before any work
         app()
-    except (Terminated, SystemExit, BridgeError):
-        if not _SIGTERM_SEEN:
+    except (Terminated, SystemExit, LanderError):
+        if not terminating():
             raise
         error_console.print("[yellow]terminated[/] (SIGTERM)")
         sys.exit(128 + signal.SIGTERM)
-    except (ConfigError, InvalidRunName) as exc:
-        # A setting refused while flags are read (--game-arg without '='), a bad run name.
-        error_console.print(f"[bold red]error:[/] {exc}", soft_wrap=True)
-        sys.exit(1)
     except ModuleNotFoundError as exc:
         if (exc.name or "").split(".")[0] not in TRAINING_STACK:
             raise

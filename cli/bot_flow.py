@@ -1,11 +1,13 @@
 """The bot commands: export a run, evaluate a bot or a run, play a bot.
 
-Each turns user mistakes (a missing run, a broken bot file) into one red line.
+User mistakes (a missing run, a broken bot file) raise :class:`LanderError`s, which the
+CLI ends as one red line.
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from pathlib import Path
 
 from cli.console import console, fail
@@ -13,10 +15,11 @@ from cli.git_sync import current_commit
 from cli.paths import remembered_game_bin
 from cli.publishing import in_git, publish_files
 from cli.results import committed_champions
-from game_bridge.bot_runner import BotFormatError, BotRunner
-from game_bridge.errors import BridgeError
+from game_bridge.bot_runner import BotRunner
+from game_bridge.errors import LanderError
+from games import DEFAULT_GAME, game_entry
+from games.spec import PlayOptions
 from training.bots import (
-    BotFacts,
     EvalTarget,
     bot_facts,
     bot_target,
@@ -26,20 +29,11 @@ from training.bots import (
     replay_launch_config,
     run_target,
 )
-from training.checkpoints import CheckpointError
-from training.errors import ExportError, GameNotGiven, program_name
+from training.errors import program_name
 from training.eval_records import game_name, record_evaluation
-from training.evaluation import StrokeSettings, evaluate_in_process, game_settings
+from training.evaluation import evaluate_in_process, game_settings, normalized_score
 from training.run_paths import InvalidRunName, RunPaths
-
-BOT_ERRORS = (
-    BotFormatError,
-    BridgeError,
-    CheckpointError,
-    ExportError,
-    GameNotGiven,
-    InvalidRunName,
-)
+from training.run_record import RunRecord
 
 
 def checkout_game_for(root: Path, trained: dict[str, object]) -> Path | None:
@@ -57,10 +51,7 @@ def export_and_report(root: Path, run: str, checkpoint: Path | None) -> None:
     """``lander export``: write the bot files and say how close they are to the model."""
     if checkpoint is not None and not checkpoint.is_file():
         fail(f"checkpoint {str(checkpoint)!r} does not exist")
-    try:
-        result = export_run(RunPaths(root, run), checkpoint, console)
-    except BOT_ERRORS as exc:
-        fail(str(exc))
+    result = export_run(RunPaths(root, run), checkpoint, console)
     console.print(
         f"exported {result.bot_json} and {result.bot_onnx}: over {result.bot_parity.samples:,} observations "
         f"numpy max |diff| {result.bot_parity.max_abs_diff:.1e}, onnxruntime max |diff| "
@@ -93,25 +84,17 @@ def _baseline(
     from game_bridge.vec_env import GameVecEnv
     from training.evaluation import evaluate_through_bridge
 
-    try:
-        env = GameVecEnv(
-            LaunchConfig(
-                command=game_command(game_bin),
-                base_port=port,
-                seed=seed,
-                transport=transport or "tcp",
-            )
+    env = GameVecEnv(
+        LaunchConfig(
+            command=game_command(game_bin), base_port=port, seed=seed, transport=transport or "tcp"
         )
-    except BOT_ERRORS as exc:
-        fail(str(exc))
+    )
     try:
         space = env.action_space
         space.seed(seed)
         result = evaluate_through_bridge(
             lambda obs: np.stack([space.sample() for _ in range(env.num_envs)]), env, episodes
         )
-    except BOT_ERRORS as exc:
-        fail(str(exc))
     finally:
         env.close()
     console.print(result.line())
@@ -141,7 +124,7 @@ def evaluate_and_report(
     port: int,
     seed: int,
     publish: bool = False,
-    game: str = "lander",
+    game: str = DEFAULT_GAME,
     transport: str | None = None,
 ) -> None:
     """``lander eval``: print the one-line score and record it where this checkout may
@@ -156,13 +139,10 @@ def evaluate_and_report(
         fail(f"--policy must be model, random or reference, got {policy!r}")
     if target is None:
         fail("name a run or a bot .json file to evaluate (or use --policy random|reference)")
-    try:
-        chosen = _target(root, target)
-        if game_bin is None and chosen.game_bin is None:
-            game_bin = checkout_game_for(root, chosen.trained)
-        result = evaluate_target(chosen, episodes, game_bin, port, seed, transport)
-    except BOT_ERRORS as exc:
-        fail(str(exc))
+    chosen = _target(root, target)
+    if game_bin is None and chosen.game_bin is None:
+        game_bin = checkout_game_for(root, chosen.trained)
+    result = evaluate_target(chosen, episodes, game_bin, port, seed, transport)
     if not math.isfinite(result.mean_reward):
         fail(
             f"the evaluation scored {result.mean_reward}: the bot's actions are not numbers; nothing recorded"
@@ -202,102 +182,63 @@ def play_and_report(
     game_bin: Path | None = None,
     port: int = 11008,
 ) -> None:
-    """``lander play``: fly the bot (in the bundled game, or in ``game_bin`` over the
-    protocol), print its episodes, write the picture if asked."""
-    from game_bridge.lander_game.play import Flight, play_bot, record_picture
-
+    """``lander play``: the bot plays its game (the bundled one it trained on, or
+    ``game_bin`` over the protocol for a game that draws such games); print its episodes,
+    write the picture if asked."""
     if record is not None and record.suffix.lower() not in (".png", ".gif"):
         fail(f"--record writes a .png or .gif file, not {record.name!r}")
     if agents < 1 or seconds <= 0 or speed <= 0:
         fail("--agents must be at least 1, --seconds and --speed positive")
-    try:
-        bot = BotRunner.from_file(bot_path)
-        facts = bot_facts(bot, bot_path)
-    except BotFormatError as exc:
-        fail(str(exc))
+    bot = BotRunner.from_file(bot_path)
+    facts = bot_facts(bot, bot_path)
     trained = facts.trained
+    game = game_entry(str(trained.get("game") or DEFAULT_GAME))
+    if game_bin is not None and not game.plays_remote:
+        fail(f"a {game.name} bot plays in the bundled {game.name} game only: drop --game-bin")
     settings = bundled_settings(trained)
-    if isinstance(settings, StrokeSettings):
-        if game_bin is not None:
-            fail("a stroke bot corrects strokes in the bundled stroke game only: drop --game-bin")
-        try:
-            _play_strokes(bot, facts, settings, record, agents, seed)
-        except BotFormatError as exc:
-            fail(str(exc))
-        return
-    flight: Flight | None = None
+    steps = f" ({facts.timesteps:,} steps)" if facts.timesteps else ""
+    options = PlayOptions(
+        agents=agents,
+        seconds=seconds,
+        seed=seed,
+        speed=speed,
+        record=record,
+        title=f"bot {facts.run or bot_path.stem}{steps}",
+        game_args=trained.get("game_args") or {},
+        action_repeat=trained.get("action_repeat"),
+        console=console,
+        normalize=lambda mean: normalized_score(mean, settings),
+    )
     env = None
     try:
         if game_bin is not None:
-            from game_bridge.remote_flight import BridgeFlight
             from game_bridge.vec_env import GameVecEnv
 
             env = GameVecEnv(replay_launch_config(trained, game_bin, port, seed, agents))
-            flight = BridgeFlight(env)
-        trace = play_bot(
-            bot,
-            agents,
-            seconds,
-            seed,
-            settings.action_repeat,
-            settings.difficulty,
-            console,
-            speed,
-            flight,
-        )
-    except (BridgeError, ValueError) as exc:
+            options = replace(options, remote=env)
+        result = game.play(bot, options)
+    except ValueError as exc:  # a game of another layout, a bot of other sizes
         fail(str(exc))
     finally:
         if env is not None:
             env.close()
-    if trace.returns:
-        mean = sum(trace.returns) / len(trace.returns)
-        rate = sum(trace.successes) / len(trace.successes)
-        console.print(
-            f"{len(trace.returns)} episode(s): mean_reward={mean:.2f} success_rate={rate:.2f}"
-        )
-    if record is not None:
-        score = (
-            f"mean return {sum(trace.returns) / len(trace.returns):.1f}, success "
-            f"{sum(trace.successes) / len(trace.successes):.0%} over {len(trace.returns)} episode(s)"
-            if trace.returns
-            else "no episode ended"
-        )
-        name = facts.run or bot_path.stem
-        steps = facts.timesteps
-        title = f"bot {name}" + (f" ({steps:,} steps)" if steps else "") + f": {score}"
-        picture = record_picture(
-            trace, record, title=title, steps_per_second=60 / settings.action_repeat
-        )
-        console.print(f"recorded {picture}")
+    for line in result.lines:
+        console.print(line)
+    if result.picture is not None:
+        console.print(f"recorded {result.picture}")
 
 
-def _play_strokes(
-    bot: BotRunner,
-    facts: BotFacts,
-    settings: StrokeSettings,
-    record: Path | None,
-    pens: int,
-    seed: int,
-) -> None:
-    """``lander play`` of a stroke bot: one stroke per pen, its score, and the picture."""
-    from game_bridge.stroke_game.play import play_strokes, record_strokes
-    from training.evaluation import normalized_score
-
-    trace = play_strokes(bot.act, pens, seed, settings.reward_mode)
-    mean = sum(trace.returns) / len(trace.returns)
-    score = normalized_score(mean, settings)
-    console.print(
-        f"{len(trace.returns)} stroke(s): mean_reward={mean:.2f} normalized_score={score:.3f}"
-    )
-    if record is not None:
-        name = facts.run or "bot"
-        steps = facts.timesteps
-        title = (
-            f"bot {name}" + (f" ({steps:,} steps)" if steps else "")
-            + f", {settings.reward_mode} rewards: mean return {mean:.1f}, normalized {score:.2f}"
-        )  # fmt: skip
-        console.print(f"recorded {record_strokes(trace, record, title)}")
+def _game_of(root: Path, target: str) -> str:
+    """The bundled game a bot file or a run plays (the default one when it says none)."""
+    as_file = Path(target)
+    try:
+        if as_file.is_file():
+            trained = bot_facts(BotRunner.from_file(as_file), as_file).trained
+            return str(trained.get("game") or DEFAULT_GAME)
+        record = RunPaths(root, target).run_json
+        return RunRecord.load(record).config.game if record.is_file() else DEFAULT_GAME
+    except (LanderError, AttributeError):
+        return DEFAULT_GAME  # the page itself reports a bot it cannot fly
 
 
 def serve_web_page(root: Path, target: str, host: str, port: int) -> None:
@@ -308,14 +249,14 @@ def serve_web_page(root: Path, target: str, host: str, port: int) -> None:
 
     as_file = Path(target)
     if as_file.suffix != ".json" and not as_file.is_file():
-        try:
-            RunPaths(root, target)
-        except InvalidRunName as exc:
-            fail(str(exc))
+        RunPaths(root, target)  # a bad run name is one line
     elif not as_file.is_file():
         fail(f"bot file {target!r} does not exist")
+    game = game_entry(_game_of(root, target))
+    if game.web_dir is None:
+        fail(f"the {game.name} game has no web page: play it with `lander play BOT`")
     try:
-        server = serve_page(root, target, host, port)
+        server = serve_page(root, target, host, port, game)
     except OSError as exc:
         fail(f"cannot serve on {host}:{port}: {exc.strerror or exc}")
     shown = "127.0.0.1" if host in ("0.0.0.0", "") else host

@@ -16,10 +16,10 @@ from cli.git_sync import (
 )
 from cli.operations import newest_run
 from cli.publishing import publish_files
-from cli.run_flow import USER_ERRORS, checkout_session, git_choice, train_session
+from cli.run_flow import checkout_session, git_choice, train_session
 from cli.setup import with_remembered_game
 from training.curriculum import Stage, load_plan, run_plan
-from training.run_paths import InvalidRunName, RunPaths, next_run_name
+from training.run_paths import RunPaths, next_run_name
 from training.search_space import load_space
 from training.sweep import SweepTrials, TrialResult, run_sweep
 from training.trainer import TrainRequest
@@ -48,10 +48,7 @@ def next_run(
 
 def curriculum(root: Path, plan_file: Path, use_git: bool) -> int:
     """Run a curriculum plan's stages in order; stop at the first that fails."""
-    try:
-        plan = load_plan(plan_file)
-    except USER_ERRORS as exc:
-        fail(str(exc))
+    plan = load_plan(plan_file)
 
     def stage_session(stage: Stage, previous: str | None, index: int) -> int:
         tags = {"curriculum": {"plan": plan.name, "stage": index, "of": len(plan.stages)}}
@@ -90,11 +87,8 @@ def sweep(
     if trials < 1 or timesteps_per_trial < 1 or parallel < 1:
         fail("--trials, --timesteps-per-trial and --parallel must be at least 1")
     overrides = with_remembered_game(root, overrides)
-    try:
-        space = load_space(space_file)
-        RunPaths(root, name)
-    except (*USER_ERRORS, InvalidRunName) as exc:
-        fail(str(exc))
+    space = load_space(space_file)
+    RunPaths(root, name)  # a bad sweep name is one line before any trial
     finished: list[TrialResult] = []
 
     def publish_trials() -> None:
@@ -132,10 +126,7 @@ def sweep(
         {"git": use_git},
     )
     with checkout_session(root, name, use_git):
-        try:
-            study = run_sweep(trials_of_sweep, trials, cluster, parallel)
-        except USER_ERRORS as exc:
-            fail(str(exc))
+        study = run_sweep(trials_of_sweep, trials, cluster, parallel)
         if use_git:
             publish_trials()
     complete = [t for t in study.trials if t.value is not None]

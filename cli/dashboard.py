@@ -12,6 +12,7 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
+from game_bridge.errors import LanderError
 from training.local_state import read_local, write_local
 
 DEFAULT_TB_HOST = "0.0.0.0"
@@ -116,7 +117,7 @@ class DashboardChoice:
         return dashboard_url(self.host, self.port)
 
 
-class DashboardError(Exception):
+class DashboardError(LanderError):
     """No dashboard can be served as asked: a host that is not an address, a port out of
     range, or every port tried taken by something that is not this checkout's dashboard."""
 

@@ -18,6 +18,7 @@ from pathlib import Path
 import git
 
 from cli.console import how
+from game_bridge.errors import LanderError
 from game_bridge.orphans import die_with_this_process
 from training.config import ConfigError
 from training.run_paths import RunPaths
@@ -52,7 +53,7 @@ PUSH_DEADLINE_S = 180.0
 EXCLUDE_MARK = "# lander --no-git: "
 
 
-class GitSyncError(Exception):
+class GitSyncError(LanderError):
     """A git step that stops the run flow (a pull conflict)."""
 
 

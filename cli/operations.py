@@ -9,12 +9,11 @@ import time
 from pathlib import Path
 
 from cli.console import console, fail, how
-from cli.dashboard import DashboardError, choose_dashboard, dashboard_url, free_port
+from cli.dashboard import choose_dashboard, dashboard_url, free_port
 from cli.git_sync import keep_out_of_git, let_into_git, run_paths_to_stage
 from cli.publishing import in_git, publish_files
 from cli.tmux_sessions import (
     TRAIN_WINDOW,
-    TmuxError,
     attach,
     create_run_session,
     find_session,
@@ -66,10 +65,7 @@ def start_in_tmux(
         fail(f"run {busy!r} is training in this checkout; stop it first ({how(f'stop {busy}')})")
     if session is not None:
         session.kill()  # the last trainer of this run has ended: start afresh
-    try:
-        dashboard = choose_dashboard(root, tb_host, tb_port)
-    except DashboardError as exc:
-        fail(str(exc))
+    dashboard = choose_dashboard(root, tb_host, tb_port)
     # One run, one live page: the bot it publishes, flying after the cursor (a sweep or a
     # curriculum trains several runs, a stroke bot flies no lander: no page).
     page_port = (
@@ -82,13 +78,10 @@ def start_in_tmux(
         if page_port is not None
         else None
     )
-    try:
-        command = command_args if command_args is not None else ["train", run, *train_args]
-        create_run_session(run, root, command, _session_environment(root), page_args)
-        if dashboard.command is not None:
-            start_dashboard(dashboard.port, root, dashboard.command, _session_environment(root))
-    except TmuxError as exc:
-        fail(str(exc))
+    command = command_args if command_args is not None else ["train", run, *train_args]
+    create_run_session(run, root, command, _session_environment(root), page_args)
+    if dashboard.command is not None:
+        start_dashboard(dashboard.port, root, dashboard.command, _session_environment(root))
     console.print(
         f"started run {run} in tmux session {session_name(root, run)} (window train: pull, train, export, push)"
     )

@@ -6,7 +6,6 @@ import json
 import os
 from pathlib import Path
 
-GAME_BINARY_NAME = "lander_game.x86_64"
 GAME_SETTINGS_NAME = "game.json"
 """In ``build/``: the game ``lander setup --game-bin`` remembered for this checkout."""
 
@@ -25,8 +24,10 @@ def build_dir(root: Path) -> Path:
 
 
 def game_binary_path(root: Path) -> Path:
-    """The bundled game's executable, written by ``lander setup``."""
-    return build_dir(root) / GAME_BINARY_NAME
+    """The default game's executable, written by ``lander setup`` (its entry names it)."""
+    from games import DEFAULT_GAME, game_entry
+
+    return build_dir(root) / (game_entry(DEFAULT_GAME).build_name or f"{DEFAULT_GAME}.x86_64")
 
 
 def remembered_game_bin(root: Path) -> str | None:

@@ -1,8 +1,8 @@
 """The run flow of ``lander train``: pull, train, export, evaluate, commit, push.
 
 User mistakes (a bad name, a missing checkpoint, a bad setting, a game that will
-not start, another trainer in this checkout) end as one red line and a non-zero
-exit before anything is written. After training, whatever happened, the bot is
+not start, another trainer in this checkout) raise a ``LanderError`` before anything
+is written, which the CLI ends as one red line and a non-zero exit. After training, whatever happened, the bot is
 exported and evaluated when a final model exists, and the run's files are
 committed and pushed, so an interrupted run still reaches every machine.
 """
@@ -19,9 +19,8 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-from cli.console import console, error_console, fail, how
+from cli.console import console, error_console, how
 from cli.git_sync import (
-    GitSyncError,
     current_commit,
     keep_out_of_git,
     let_into_git,
@@ -32,26 +31,14 @@ from cli.git_sync import (
 from cli.publishing import in_git, publish_files
 from cli.results import committed_champions
 from cli.setup import with_remembered_game
-from cli.trainer_lock import TrainerBusy, TrainerLock
-from game_bridge.errors import BridgeError
+from cli.trainer_lock import TrainerLock
 from training.bots import evaluate_target, export_run, run_target
 from training.checkpoints import CheckpointError
-from training.config import ConfigError
-from training.errors import ExportError, GameNotGiven
+from training.errors import ExportError
 from training.eval_records import game_name, record_evaluation
-from training.policy_tweaks import PolicyTweakError
 from training.run_paths import InvalidRunName, RunPaths
 from training.run_record import RunRecord
 from training.trainer import TrainOutcome, TrainRequest, train
-
-USER_ERRORS = (
-    ConfigError,
-    CheckpointError,
-    BridgeError,
-    GameNotGiven,
-    InvalidRunName,
-    PolicyTweakError,
-)
 
 
 def git_choice(request: TrainRequest, flag: bool | None) -> bool:
@@ -70,24 +57,17 @@ def git_choice(request: TrainRequest, flag: bool | None) -> bool:
 
 @contextmanager
 def checkout_session(root: Path, name: str, pull_first: bool) -> Iterator[TrainerLock]:
-    """The frame of everything that trains in a checkout: hold its trainer lock, pull
-    first when git carries the work, and end a lock, pull or run-name failure (raised
-    here or by the work) as one red line. The work commits and pushes its own files."""
-    try:
-        with TrainerLock(root, name) as lock:
-            if pull_first:
-                console.print(f"git: {pull(root)}")
-            yield lock
-    except (TrainerBusy, GitSyncError, InvalidRunName) as exc:
-        fail(str(exc))
+    """The frame of everything that trains in a checkout: hold its trainer lock and pull
+    first when git carries the work. The work commits and pushes its own files."""
+    with TrainerLock(root, name) as lock:
+        if pull_first:
+            console.print(f"git: {pull(root)}")
+        yield lock
 
 
 def run_training(request: TrainRequest, git_flag: bool | None) -> int:
     """Run the whole flow for one session under the checkout's trainer lock; return the exit code."""
-    try:
-        use_git = git_choice(request, git_flag)
-    except InvalidRunName as exc:
-        fail(str(exc))
+    use_git = git_choice(request, git_flag)
     with checkout_session(request.root, request.run, use_git):
         code = train_session(request, use_git)
     return code
@@ -105,10 +85,7 @@ def train_session(request: TrainRequest, use_git: bool) -> int:
         # A new run plays the checkout's remembered game (lander setup --game-bin);
         # a resumed one keeps its own.
         request.overrides = with_remembered_game(root, request.overrides)
-    try:
-        outcome = train(request, console, on_checkpoint=_mid_run_pusher(paths) if use_git else None)
-    except USER_ERRORS as exc:
-        fail(str(exc))
+    outcome = train(request, console, on_checkpoint=_mid_run_pusher(paths) if use_git else None)
     with RunEnd(paths, use_git) as end:
         end.step("export")
         finish_run(paths, outcome)

@@ -27,6 +27,7 @@ from cli.paths import GAME_SETTINGS_NAME, build_dir, game_binary_path, remembere
 from game_bridge.errors import BridgeError
 from game_bridge.launcher import game_command
 from game_bridge.smoke import run_smoke_test
+from games import DEFAULT_GAME, game_entry
 
 TORCH_SPEC = "torch>=2.3,<2.14"
 
@@ -48,17 +49,18 @@ class CheckResult:
 
 
 def game_launcher_script(python: Path) -> str:
-    """The bundled game's executable: a shell script that runs it with ``python``."""
+    """The default game's executable: a shell script that runs it with ``python``."""
+    module = game_entry(DEFAULT_GAME).module
     return (
         "#!/bin/sh\n"
         "# Written by `lander setup`: starts lander's bundled headless game, so any tool\n"
         "# that launches a game executable by path (like a Godot export) can launch it.\n"
-        f"exec '{python}' -m game_bridge.lander_game \"$@\"\n"
+        f"exec '{python}' -m {module} \"$@\"\n"
     )
 
 
 def write_game_binary(root: Path) -> CheckResult:
-    """Write ``build/lander_game.x86_64`` unless an identical one is already there."""
+    """Write the default game's executable into ``build/`` unless an identical one is there."""
     path = game_binary_path(root)
     script = game_launcher_script(Path(sys.executable))
     if path.is_file() and path.read_text() == script and os.access(path, os.X_OK):
@@ -69,6 +71,13 @@ def write_game_binary(root: Path) -> CheckResult:
     temporary.chmod(temporary.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
     temporary.replace(path)
     return CheckResult("game binary", True, f"wrote {path.relative_to(root)}")
+
+
+def refresh_game_binary(root: Path) -> None:
+    """Rewrite the game executable ``setup`` wrote before, when the code it starts moved
+    (the bootstrap script calls this after an upgrade); write none where there was none."""
+    if game_binary_path(root).is_file():
+        write_game_binary(root)
 
 
 def with_remembered_game(root: Path, overrides: dict[str, Any]) -> dict[str, Any]:

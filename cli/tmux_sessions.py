@@ -21,6 +21,8 @@ from pathlib import Path
 import libtmux
 from libtmux.exc import LibTmuxException
 
+from game_bridge.errors import LanderError
+
 SESSION_PREFIX = "lander-"
 DASHBOARD_PREFIX = SESSION_PREFIX + "dashboard-"
 TRAIN_WINDOW = "train"
@@ -32,7 +34,7 @@ WINDOW_SIZE = (220, 50)
 would otherwise wrap and leave a stale copy in the scrollback at every refresh."""
 
 
-class TmuxError(Exception):
+class TmuxError(LanderError):
     """tmux is missing or refused a command."""
 
 

@@ -57,9 +57,10 @@ def option_name(setting: str) -> str:
 def _parameter(item: Field[Any]) -> inspect.Parameter:
     """One command parameter for one declared setting."""
     help_text, flag = item.metadata["help"], option_name(item.name)
+    panel = item.metadata["panel"]
     base = _base_type(item.name)
     if item.name == "game_args":
-        option = typer.Option(flag, metavar="KEY=VALUE", help=help_text)
+        option = typer.Option(flag, metavar="KEY=VALUE", help=help_text, rich_help_panel=panel)
         return inspect.Parameter(
             GAME_ARG, inspect.Parameter.KEYWORD_ONLY, default=None,
             annotation=Annotated[list[str] | None, option],
@@ -67,12 +68,14 @@ def _parameter(item: Field[Any]) -> inspect.Parameter:
     help_text += f" [default: {_shown_default(item)}]"
     if base is bool:
         decls = f"{flag}/--no-{flag.removeprefix('--')}"
-        option = typer.Option(decls, help=help_text, show_default=False)
+        option = typer.Option(decls, help=help_text, show_default=False, rich_help_panel=panel)
         kind: Any = bool
     else:
         kind = Path if item.name == "game_bin" else base
         metavar = "|".join(item.metadata["choices"]) if item.metadata["choices"] else None
-        option = typer.Option(flag, help=help_text, show_default=False, metavar=metavar)
+        option = typer.Option(
+            flag, help=help_text, show_default=False, metavar=metavar, rich_help_panel=panel
+        )
     return inspect.Parameter(
         item.name,
         inspect.Parameter.KEYWORD_ONLY,
@@ -159,19 +162,32 @@ def settings_argv(settings: dict[str, Any]) -> list[str]:
 
 ConfigFile = Annotated[
     Path | None,
-    typer.Option("--config", help="Settings file (.toml or .json), applied before the options."),
+    typer.Option(
+        "--config",
+        help="Settings file (.toml or .json), applied before the options.",
+        rich_help_panel="Run",
+    ),
 ]
 Resume = Annotated[
     str | None,
-    typer.Option(help="Continue from a run name (its final or newest checkpoint) or a .zip path."),
+    typer.Option(
+        help="Continue from a run name (its final or newest checkpoint) or a .zip path.",
+        rich_help_panel="Run",
+    ),
 ]
 ResetStd = Annotated[
-    float | None, typer.Option(help="On resume, set the action standard deviation to this value.")
+    float | None,
+    typer.Option(
+        help="On resume, set the action standard deviation to this value.",
+        rich_help_panel="Exploration",
+    ),
 ]
 Force = Annotated[
     bool,
     typer.Option(
-        "--force", help="Start the run over even though it exists (removes its old files)."
+        "--force",
+        help="Start the run over even though it exists (removes its old files).",
+        rich_help_panel="Run",
     ),
 ]
 Git = Annotated[
@@ -181,6 +197,7 @@ Git = Annotated[
         help="Pull, commit and push (default), or keep the run out of git. A resumed run "
         "keeps the choice of the run it continues unless given.",
         show_default=False,
+        rich_help_panel="Git",
     ),
 ]
 GameBin = Annotated[
@@ -195,6 +212,7 @@ AutoResume = Annotated[
         "--auto-resume/--no-auto-resume",
         help="Restart a trainer that ends abnormally (killed, a fault) from its newest "
         "checkpoint, at most 3 times an hour; never one stopped or finished.",
+        rich_help_panel="Run",
     ),
 ]
 

@@ -20,6 +20,7 @@ import socket
 from pathlib import Path
 
 from cli.console import how
+from game_bridge.errors import LanderError
 
 PROC_UNIX = Path("/proc/net/unix")
 LEGACY_LOCK_NAME = ".lander-trainer.lock"
@@ -27,7 +28,7 @@ LEGACY_LOCK_NAME = ".lander-trainer.lock"
 after an upgrade, holds it with ``flock``, and is honoured."""
 
 
-class TrainerBusy(Exception):
+class TrainerBusy(LanderError):
     """Another trainer holds this checkout."""
 
 

@@ -1,8 +1,8 @@
-"""``lander play --web``: the page where a bot flies the lander after your cursor.
+"""``lander play --web``: the page where a bot plays its game after your cursor.
 
-Plain static files (``game_bridge/lander_game/web/``: the game's physics and the bot
-runner in JavaScript, no build step, no CDN) and one dynamic address, ``/bot``: the
-bot the page flies, read from disk at every request. For a run that is training, that
+Plain static files (the game's ``web_dir``, ``games/lander/web/`` for the lander: the
+game's physics and the bot runner in JavaScript, no build step, no CDN) and one dynamic
+address, ``/bot``: the bot the page flies, read from disk at every request. For a run that is training, that
 is the bot it publishes every ``--publish-every`` steps (``.lander/live/RUN.json``),
 so the page switches to each new one without a reload.
 """
@@ -16,19 +16,24 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from urllib.parse import urlparse
 
-from game_bridge import lander_game
+from games.spec import GameEntry
 from training.local_state import live_bot_path
 from training.run_paths import RunPaths
 
-WEB_DIR = Path(lander_game.__file__).resolve().parent / "web"
-STATIC = {
-    "/": ("index.html", "text/html; charset=utf-8"),
-    "/index.html": ("index.html", "text/html; charset=utf-8"),
-    "/physics.js": ("physics.js", "text/javascript; charset=utf-8"),
-    "/bot.js": ("bot.js", "text/javascript; charset=utf-8"),
-    "/page.js": ("page.js", "text/javascript; charset=utf-8"),
-}
 DEFAULT_WEB_PORT = 6010
+_KINDS = {
+    ".html": "text/html; charset=utf-8",
+    ".js": "text/javascript; charset=utf-8",
+    ".css": "text/css; charset=utf-8",
+}
+
+
+def static_files(game: GameEntry) -> dict[str, Path]:
+    """The page's addresses and their files: ``/`` is the first of the game's web files."""
+    if game.web_dir is None or not game.web_files:
+        return {}
+    files = {f"/{name}": game.web_dir / name for name in game.web_files}
+    return {"/": game.web_dir / game.web_files[0], **files}
 
 
 def bot_source(root: Path, target: str) -> Callable[[], Path]:
@@ -42,7 +47,7 @@ def bot_source(root: Path, target: str) -> Callable[[], Path]:
     return lambda: live if live.exists() else paths.bot_json
 
 
-def _handler(source: Callable[[], Path]) -> type[BaseHTTPRequestHandler]:
+def _handler(source: Callable[[], Path], static: dict[str, Path]) -> type[BaseHTTPRequestHandler]:
     class PageHandler(BaseHTTPRequestHandler):
         def do_GET(self) -> None:
             path = urlparse(self.path).path
@@ -53,9 +58,9 @@ def _handler(source: Callable[[], Path]) -> type[BaseHTTPRequestHandler]:
                     self.send_error(404, "no bot yet")
                     return
                 self._reply(body, "application/json")
-            elif path in STATIC:
-                name, kind = STATIC[path]
-                self._reply((WEB_DIR / name).read_bytes(), kind)
+            elif path in static:
+                file = static[path]
+                self._reply(file.read_bytes(), _KINDS.get(file.suffix, "application/octet-stream"))
             else:
                 self.send_error(404)
 
@@ -74,12 +79,16 @@ def _handler(source: Callable[[], Path]) -> type[BaseHTTPRequestHandler]:
     return PageHandler
 
 
-def serve_page(root: Path, target: str, host: str, port: int) -> ThreadingHTTPServer:
-    """Start serving the page in a background thread; the caller stops it with ``shutdown``.
+def serve_page(
+    root: Path, target: str, host: str, port: int, game: GameEntry
+) -> ThreadingHTTPServer:
+    """Start serving ``game``'s page in a background thread; the caller stops it with
+    ``shutdown``.
 
     :raises OSError: the address cannot be bound.
     """
-    server = ThreadingHTTPServer((host, port), _handler(bot_source(root, target)))
+    handler = _handler(bot_source(root, target), static_files(game))
+    server = ThreadingHTTPServer((host, port), handler)
     server.daemon_threads = True
     threading.Thread(target=server.serve_forever, daemon=True).start()
     return server

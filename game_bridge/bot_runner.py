@@ -17,6 +17,8 @@ from typing import Any
 
 import numpy as np
 
+from game_bridge.errors import LanderError
+
 BOT_FORMAT = "lander-bot"
 BOT_FORMAT_VERSION = 1
 MAX_BOT_BYTES = 64 * 2**20
@@ -31,7 +33,7 @@ ACTIVATIONS: dict[str, Callable[[np.ndarray], np.ndarray]] = {
 }
 
 
-class BotFormatError(ValueError):
+class BotFormatError(LanderError, ValueError):
     """A bot file that is not a lander bot or whose shapes do not fit together."""
 
 

@@ -22,6 +22,7 @@ import logging
 import secrets
 import socket
 import subprocess
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 from game_bridge.errors import LaunchError
 from game_bridge.instance import GameInstance
-from game_bridge.relay import BUNDLED_GAME, PREAMBLE, SECRET_BYTES, GameHost, checkout_root
+from game_bridge.relay import PREAMBLE, PYTHON_MODULE, SECRET_BYTES, GameHost, checkout_root
 
 if TYPE_CHECKING:
     from game_bridge.launcher import LaunchConfig
@@ -368,12 +369,11 @@ class GameCluster:
 
 
 def _game_spec(command: list[str]) -> str:
-    """How a node finds the game: the bundled one, or the binary's path relative to the
-    checkout (each node has its own clone, possibly in another folder)."""
-    from game_bridge.launcher import bundled_game_command
-
-    if command == bundled_game_command():
-        return BUNDLED_GAME
+    """How a node finds the game: a Python module (run with the node's own Python), or the
+    binary's path relative to the checkout (each node has its own clone, possibly in
+    another folder)."""
+    if len(command) == 3 and command[:2] == [sys.executable, "-m"]:
+        return PYTHON_MODULE + command[2]
     path = Path(command[0])
     try:
         return str(path.resolve().relative_to(checkout_root()))

@@ -1,4 +1,4 @@
-"""Exceptions raised by the game bridge.
+"""The error base every layer's user-facing errors share, and the game bridge's faults.
 
 Every fault names the game instance it happened on and what was seen, so a run
 that stops can say exactly which game misbehaved and how.
@@ -7,7 +7,13 @@ that stops can say exactly which game misbehaved and how.
 from __future__ import annotations
 
 
-class BridgeError(Exception):
+class LanderError(Exception):
+    """Base of every error whose message is the user's one line: what happened and what to
+    do. The CLI catches it in one place (``cli.app.LanderCommands``), prints the line in red
+    and exits 1, so a new fault is a new subclass and no list of errors to update."""
+
+
+class BridgeError(LanderError):
     """Base class of every fault between the trainer and a game instance.
 
     :param instance: 0-based index of the game instance, or None when no single

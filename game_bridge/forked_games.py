@@ -1,11 +1,11 @@
-"""Bundled-game instances forked from one server process instead of launched one by one.
+"""Instances of a Python game forked from one server process instead of launched one by one.
 
 A fresh Python game process spends about 0.1 s of CPU importing itself; N of them
-on a 2-core machine take N / 2 times that however they are started. The bundled
-game's fork server (:mod:`game_bridge.lander_game.forkserver`) imports the game once
-and forks each instance in milliseconds. This module starts that server (once per
-trainer process, again if it died) and gives each forked game a handle that
-behaves like the :class:`subprocess.Popen` the launcher uses for other games.
+on a 2-core machine take N / 2 times that however they are started. The fork server
+(:mod:`game_bridge.forkserver`) imports a game's module once and forks each instance
+in milliseconds. This module starts one server per game module (once per trainer
+process, again if it died) and gives each forked game a handle that behaves like the
+:class:`subprocess.Popen` the launcher uses for other games.
 
 Games of other binaries (a Godot export) are always launched as processes.
 """
@@ -26,7 +26,7 @@ from typing import IO, Any, Protocol
 
 from game_bridge.orphans import die_with_this_process
 
-_SERVER_MODULE = "game_bridge.lander_game.forkserver"
+_SERVER_MODULE = "game_bridge.forkserver"
 _REPLY_TIMEOUT_S = 30.0
 _WAIT_SLICE_S = 0.25
 """How often a wait for a game's exit checks that the server itself still runs."""
@@ -58,10 +58,11 @@ class GameProcess(Protocol):
 class ForkServer:
     """One running fork server and what it has said about its games' exits.
 
+    :param main_module: the game's module, whose ``main(argv)`` each fork runs.
     :param python: the interpreter to run it with (this one by default).
     """
 
-    def __init__(self, python: str = sys.executable) -> None:
+    def __init__(self, main_module: str, python: str = sys.executable) -> None:
         environment = dict(os.environ)
         # Games do no linear algebra; a BLAS thread pool in a process that forks is a
         # deadlock waiting to happen, and N games x cores threads crowd a small machine.
@@ -69,7 +70,7 @@ class ForkServer:
             environment[name] = "1"
         try:
             self._process = subprocess.Popen(
-                [python, "-m", _SERVER_MODULE],
+                [python, "-m", _SERVER_MODULE, main_module],
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 env=environment,
@@ -225,16 +226,17 @@ def _exists(pid: int) -> bool:
         return True
 
 
-_server: ForkServer | None = None
+_servers: dict[str, ForkServer] = {}
 _server_lock = threading.Lock()
 
 
-def fork_server() -> ForkServer:
-    """This process's fork server, started on first use and again if it died."""
-    global _server
+def fork_server(main_module: str) -> ForkServer:
+    """This process's fork server of the game ``main_module`` (a module whose
+    ``main(argv)`` runs one game), started on first use and again if it died."""
     with _server_lock:
-        if _server is None or not _server.alive:
-            if _server is not None:
-                _server.close()
-            _server = ForkServer()
-        return _server
+        server = _servers.get(main_module)
+        if server is None or not server.alive:
+            if server is not None:
+                server.close()
+            server = _servers[main_module] = ForkServer(main_module)
+        return server

@@ -155,13 +155,13 @@ class GameInstance:
         """Keep the started process."""
         self.process = process
 
-    def start_forked(self, argv: list[str], output_path: Path) -> None:
-        """Fork the bundled game from this trainer's fork server (see
+    def start_forked(self, main_module: str, argv: list[str], output_path: Path) -> None:
+        """Fork the game ``main_module`` from this trainer's fork server of it (see
         :mod:`game_bridge.forked_games`), its output appended to ``output_path``."""
         output_path.parent.mkdir(parents=True, exist_ok=True)
         self.output_path = output_path
         try:
-            self.process = fork_server().fork(argv, output_path)
+            self.process = fork_server(main_module).fork(argv, output_path)
         except ForkServerError as exc:
             raise LaunchError(self.index, str(exc)) from None
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 import os
 import selectors
 import socket
-import sys
 import tempfile
 import time
 from dataclasses import dataclass, field
@@ -29,18 +28,11 @@ if TYPE_CHECKING:
 _PORT_TRIES = 20
 
 
-def bundled_game_command(game: str = "lander") -> list[str]:
-    """How to start a bundled game with this interpreter (no build step needed)."""
-    return [sys.executable, "-m", f"game_bridge.{game}_game"]
-
-
-def game_command(game_bin: str | Path | None, game: str = "lander") -> list[str]:
-    """The command that starts a game: a binary path, or the bundled ``game`` for None.
+def game_command(game_bin: str | Path) -> list[str]:
+    """The command that starts the game executable ``game_bin``.
 
     :raises LaunchError: when the binary is missing or not executable.
     """
-    if game_bin is None:
-        return bundled_game_command(game)
     path = Path(game_bin)
     if not path.is_file():
         raise LaunchError(None, f"game binary {str(path)!r} does not exist")
@@ -68,9 +60,10 @@ class LaunchConfig:
         (``base_port`` is updated); else fail naming the port.
     :param fast_wire: offer lander's binary step encoding in the handshake (games
         that do not know it keep speaking JSON).
-    :param fork_bundled: when ``command`` is the bundled game, fork its instances
-        from one server that has imported it (milliseconds each) instead of
-        starting a fresh Python per instance (about 0.1 s of CPU each).
+    :param fork_main: for a game written in Python, its module whose ``main(argv)`` runs
+        one game: instances are forked from one server that has imported it
+        (milliseconds each) instead of starting a fresh Python per instance (about 0.1 s
+        of CPU each). None launches ``command`` per instance.
     :param moved_ports: instances a restart moved off a port that another process took.
     :param cluster: place the games on a Ray cluster's nodes, relayed to this trainer
         (:mod:`game_bridge.cluster`); None launches them here.
@@ -78,7 +71,7 @@ class LaunchConfig:
         each game's standard input and output; no ports).
     """
 
-    command: list[str] = field(default_factory=bundled_game_command)
+    command: list[str] = field(default_factory=list)
     n_instances: int = 1
     base_port: int = protocol.DEFAULT_PORT
     seed: int = 0
@@ -92,12 +85,14 @@ class LaunchConfig:
     output_dir: Path | None = None
     auto_port: bool = True
     fast_wire: bool = False
-    fork_bundled: bool = True
+    fork_main: str | None = None
     moved_ports: dict[int, int] = field(default_factory=dict)
     cluster: GameCluster | None = None
     transport: str = "tcp"
 
     def __post_init__(self) -> None:
+        if not self.command:
+            raise LaunchError(None, "no game to launch: give the command that starts one")
         if self.transport not in TRANSPORTS:
             raise LaunchError(None, f"transport must be tcp or stdio, got {self.transport!r}")
         if self.transport == "stdio" and self.cluster is not None:
@@ -120,14 +115,9 @@ class LaunchConfig:
         return self.moved_ports.get(index, self.base_port + index)
 
     @property
-    def forks_bundled_game(self) -> bool:
-        """True when instances come from the bundled game's fork server."""
-        return (
-            self.fork_bundled
-            and self.command == bundled_game_command()
-            and not self.cluster
-            and not self.stdio
-        )
+    def forks_games(self) -> bool:
+        """True when instances come from the fork server of the game's module."""
+        return self.fork_main is not None and not self.cluster and not self.stdio
 
     @property
     def listen_host(self) -> str:
@@ -249,8 +239,8 @@ def launch_instances(
             output = config.output_dir / f"game_{instance.index}.log"
             if config.cluster is not None:
                 config.cluster.start(instance, config, output)
-            elif config.forks_bundled_game:
-                instance.start_forked(config.arguments(instance.index), output)
+            elif config.forks_games and config.fork_main is not None:
+                instance.start_forked(config.fork_main, config.arguments(instance.index), output)
             else:
                 instance.start([*config.command, *config.arguments(instance.index)], output)
         _accept_all(instances, time.monotonic() + config.connect_timeout)

@@ -29,8 +29,8 @@ from game_bridge.orphans import die_with_this_process
 PREAMBLE = b"lander-relay/1 "
 """What a relay writes first on its connection to the trainer, before the run's secret."""
 SECRET_BYTES = 32
-BUNDLED_GAME = "bundled"
-"""The game a relay launches with this node's own Python (``-m game_bridge.lander_game``)."""
+PYTHON_MODULE = "python -m "
+"""Prefix of a game a relay launches with this node's own Python (``python -m games.lander``)."""
 
 _POLL_S = 0.1
 
@@ -47,12 +47,12 @@ def checkout_root() -> Path:
 def node_game_command(game: str) -> list[str]:
     """The command that starts ``game`` on this node.
 
-    :param game: :data:`BUNDLED_GAME`, a path relative to the checkout (the same
-        file in this node's clone) or an absolute path.
+    :param game: :data:`PYTHON_MODULE` and a module (run with this node's Python), a
+        path relative to the checkout (the same file in this node's clone) or an absolute path.
     :raises RelayError: when the file is missing or not executable here.
     """
-    if game == BUNDLED_GAME:
-        return [sys.executable, "-m", "game_bridge.lander_game"]
+    if game.startswith(PYTHON_MODULE):
+        return [sys.executable, "-m", game.removeprefix(PYTHON_MODULE)]
     path = Path(game) if Path(game).is_absolute() else checkout_root() / game
     if not path.is_file() or not os.access(path, os.X_OK):
         raise RelayError(

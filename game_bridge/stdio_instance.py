@@ -73,7 +73,7 @@ class StdioInstance(GameInstance):
         self._writable.register(self._to_game, select.POLLOUT)
         self.process = process
 
-    def start_forked(self, argv: list[str], output_path: Path) -> None:
+    def start_forked(self, main_module: str, argv: list[str], output_path: Path) -> None:
         """Never: the fork server hands its games no pipes."""
         raise LaunchError(self.index, "a stdio game is launched, not forked")
 

@@ -17,9 +17,15 @@ from pathlib import Path
 import libtmux
 import pytest
 
+from games import launch_settings
+
 TESTS_DIR = Path(__file__).resolve().parent
 GAMES_DIR = TESTS_DIR / "games"
 REPO_ROOT = TESTS_DIR.parent
+LANDER = REPO_ROOT / ".venv" / "bin" / "lander"
+"""The installed CLI, as a user runs it (tests run it in a checkout of their own)."""
+LANDER_GAME = launch_settings("lander")
+"""``LaunchConfig(**LANDER_GAME, ...)`` launches the bundled lander (forked)."""
 
 
 def _block_is_free(base: int, count: int) -> bool:

@@ -19,10 +19,10 @@ from game_bridge.errors import (
     LaunchError,
     ProtocolViolation,
 )
-from game_bridge.lander_game.physics import LanderPhysics
 from game_bridge.launcher import LaunchConfig
 from game_bridge.vec_env import GameVecEnv
-from tests.conftest import GAMES_DIR, exited, game_executable, python_game, wait_until
+from games.lander.physics import LanderPhysics
+from tests.conftest import GAMES_DIR, LANDER_GAME, exited, game_executable, python_game, wait_until
 
 
 @pytest.mark.parametrize("fast_wire", [False, True], ids=["json", "binary"])
@@ -32,6 +32,7 @@ def test_vec_env_over_two_instances_of_two_agents_matches_in_process_physics(
     seed = 11
     env = GameVecEnv(
         LaunchConfig(
+            **LANDER_GAME,
             n_instances=2,
             base_port=port_block(2),
             seed=seed,
@@ -198,13 +199,16 @@ def test_games_exit_by_themselves_when_the_trainer_is_killed(
         "from game_bridge import forked_games\n"
         "from game_bridge.launcher import LaunchConfig\n"
         "from game_bridge.vec_env import GameVecEnv\n"
-        f"config = LaunchConfig(n_instances=2, base_port={port_block(2)}, fork_bundled={forked},"
+        "from games import launch_settings\n"
+        "game = launch_settings('lander')\n"
+        f"game['fork_main'] = game['fork_main'] if {forked} else None\n"
+        f"config = LaunchConfig(**game, n_instances=2, base_port={port_block(2)},"
         f" transport={transport!r})\n"
         "env = GameVecEnv(config)\n"
         "env.reset()\n"
         "pids = [i.process.pid for i in env.instances]\n"
-        "if config.forks_bundled_game:\n"
-        "    pids.append(forked_games.fork_server().pid)\n"
+        "if config.forks_games:\n"
+        "    pids.append(forked_games.fork_server(game['fork_main']).pid)\n"
         "print(' '.join(str(pid) for pid in pids), flush=True)\n"
         "time.sleep(120)\n"
     )

@@ -206,7 +206,7 @@ def _game_processes_of(cluster: LocalRayCluster, node_id: str) -> list[int]:
             text = cmdline.read_bytes()
         except OSError:
             continue
-        if b"game_bridge.lander_game" in text:  # a game, or the fork server of a trial's games
+        if b"games.lander" in text:  # a game, or the fork server of a trial's games
             pid = int(cmdline.parent.name)
             if cluster.node_of_process(pid) == node_id:
                 found.append(pid)

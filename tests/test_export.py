@@ -125,7 +125,9 @@ def test_export_refuses_a_bot_that_fails_parity(
 
 
 def test_bot_runner_needs_no_torch() -> None:
-    code = "import sys, game_bridge.bot_runner, game_bridge.lander_game.play; assert 'torch' not in sys.modules"
+    code = (
+        "import sys, game_bridge.bot_runner, games.lander.play; assert 'torch' not in sys.modules"
+    )
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
 
 
@@ -214,7 +216,7 @@ def test_trained_run_exports_a_bot_that_scores_as_its_checkpoint(
 def test_normalization_baselines_hold_on_episodes_they_were_not_measured_on() -> None:
     """The baselines come from fixed seeds; on other seeds the reference controller still
     scores about 1 and the random policy about 0."""
-    from game_bridge.lander_game.controllers import random_actions, reference_actions
+    from games.lander.controllers import random_actions, reference_actions
 
     rng = np.random.default_rng(4242)
     reference = evaluate_in_process(reference_actions, 200, seed=4242)
@@ -277,7 +279,7 @@ def test_the_bundled_game_plays_a_bot_by_itself(tmp_path: Path) -> None:
     model, _ = briefly_trained("continuous")
     export_policy(model, None, "alone", tmp_path / "alone.json", tmp_path / "alone.onnx")
     result = subprocess.run(
-        [sys.executable, "-m", "game_bridge.lander_game", f"--bot={tmp_path / 'alone.json'}", "--agents=3"],
+        [sys.executable, "-m", "games.lander", f"--bot={tmp_path / 'alone.json'}", "--agents=3"],
         capture_output=True, text=True, timeout=120, check=False,
     )  # fmt: skip
     assert result.returncode == 0, result.stderr
@@ -285,7 +287,7 @@ def test_the_bundled_game_plays_a_bot_by_itself(tmp_path: Path) -> None:
     broken = tmp_path / "broken.json"
     broken.write_text("{}")
     refused = subprocess.run(
-        [sys.executable, "-m", "game_bridge.lander_game", f"--bot={broken}"],
+        [sys.executable, "-m", "games.lander", f"--bot={broken}"],
         capture_output=True, text=True, timeout=120, check=False,
     )  # fmt: skip
     assert refused.returncode == 2 and "not a lander bot" in refused.stderr

@@ -257,7 +257,7 @@ def test_input_that_names_nothing_sound_is_one_line(tmp_path: Path) -> None:
     import gymnasium
     from stable_baselines3 import SAC
 
-    import game_bridge.lander_game.gym_env  # noqa: F401 (registers Lander-v0)
+    import games.lander.gym_env  # noqa: F401 (registers Lander-v0)
 
     sac = tmp_path / "sac.zip"  # the lander's own spaces: only the algorithm is wrong
     SAC("MlpPolicy", gymnasium.make("Lander-v0"), learning_starts=10, buffer_size=100).save(sac)

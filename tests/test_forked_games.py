@@ -15,22 +15,24 @@ from game_bridge.errors import InstanceDied
 from game_bridge.forked_games import ForkedGame, ForkServer
 from game_bridge.launcher import LaunchConfig, close_instances, launch_instances
 from game_bridge.vec_env import GameVecEnv
-from tests.conftest import python_game, wait_until
+from tests.conftest import LANDER_GAME, python_game, wait_until
 
 
 def test_bundled_instances_are_forked_into_sessions_of_their_own(
     port_block: Callable[[int], int], tmp_path: Path
 ) -> None:
-    config = LaunchConfig(n_instances=2, base_port=port_block(2), output_dir=tmp_path)
+    config = LaunchConfig(
+        **LANDER_GAME, n_instances=2, base_port=port_block(2), output_dir=tmp_path
+    )
     instances, infos = launch_instances(config)
     try:
-        assert config.forks_bundled_game
+        assert config.forks_games
         assert [info.n_agents for info in infos] == [1, 1]
         for instance in instances:
             assert isinstance(instance.process, ForkedGame)
             # Its own session (a Ctrl-C for the trainer does not reach it), not the server.
             assert os.getsid(instance.process.pid) == instance.process.pid
-            assert instance.process.pid != forked_games.fork_server().pid
+            assert instance.process.pid != forked_games.fork_server(LANDER_GAME["fork_main"]).pid
             assert instance.process.poll() is None
         # A game that gets garbage says so in its own log and quits.
         instances[1].send_bytes(b"\x05\x00\x00\x00{oops")
@@ -46,7 +48,7 @@ def test_bundled_instances_are_forked_into_sessions_of_their_own(
 def test_a_killed_forked_game_is_reported_with_its_signal(
     port_block: Callable[[int], int],
 ) -> None:
-    env = GameVecEnv(LaunchConfig(n_instances=1, base_port=port_block(1)))
+    env = GameVecEnv(LaunchConfig(**LANDER_GAME, n_instances=1, base_port=port_block(1)))
     try:
         env.reset()
         process = env.instances[0].process
@@ -59,12 +61,12 @@ def test_a_killed_forked_game_is_reported_with_its_signal(
 
 
 def test_a_new_fork_server_replaces_one_that_died(port_block: Callable[[int], int]) -> None:
-    server = forked_games.fork_server()
+    server = forked_games.fork_server(LANDER_GAME["fork_main"])
     os.kill(server.pid, signal.SIGKILL)
     wait_until(lambda: not server.alive, 10, "the fork server to die")
-    env = GameVecEnv(LaunchConfig(n_instances=2, base_port=port_block(2)))
+    env = GameVecEnv(LaunchConfig(**LANDER_GAME, n_instances=2, base_port=port_block(2)))
     try:
-        assert forked_games.fork_server().pid != server.pid
+        assert forked_games.fork_server(LANDER_GAME["fork_main"]).pid != server.pid
         obs, rewards, _, _ = env.step(np.zeros((2, 2), dtype=np.float32))
         assert obs.shape == (2, 7) and rewards.shape == (2,)
     finally:
@@ -74,7 +76,7 @@ def test_a_new_fork_server_replaces_one_that_died(port_block: Callable[[int], in
 def test_a_game_dies_with_its_killed_server_and_reports_its_end(tmp_path: Path) -> None:
     """Whatever kills the server (a trainer killed takes its server along) takes its
     games too: none is left behind, and each still reports that it ended."""
-    server = ForkServer()
+    server = ForkServer(LANDER_GAME["fork_main"])
     try:
         game = server.fork(["--port=1"], tmp_path / "game.log")  # nothing listens: it waits
         assert game.poll() is None
@@ -92,7 +94,7 @@ def test_other_games_are_launched_not_forked(port_block: Callable[[int], int]) -
         n_instances=1,
         base_port=port_block(1),
     )
-    assert not config.forks_bundled_game
+    assert not config.forks_games
     instances, _ = launch_instances(config)
     try:
         assert not isinstance(instances[0].process, ForkedGame)

@@ -28,6 +28,7 @@ from game_bridge.launcher import LaunchConfig
 from game_bridge.peer_check import connected_by
 from game_bridge.vec_env import GameVecEnv
 from tests.conftest import (
+    LANDER_GAME,
     REPO_ROOT,
     find_free_port_block,
     game_executable,
@@ -131,7 +132,9 @@ def test_a_restart_whose_port_was_taken_moves_to_a_free_port(
     port_block: Callable[[int], int],
 ) -> None:
     port = port_block(1)
-    env = GameVecEnv(LaunchConfig(n_instances=1, base_port=port), max_restarts_per_minute=3)
+    env = GameVecEnv(
+        LaunchConfig(**LANDER_GAME, n_instances=1, base_port=port), max_restarts_per_minute=3
+    )
     holder: socket.socket | None = None
     try:
         env.reset()

@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 from gymnasium.utils.env_checker import check_env
 
-from game_bridge.lander_game import gym_env  # noqa: F401  (registers Lander-v0)
-from game_bridge.lander_game.controllers import random_actions, reference_actions
-from game_bridge.lander_game.physics import LanderPhysics
+from games.lander import gym_env  # noqa: F401  (registers Lander-v0)
+from games.lander.controllers import random_actions, reference_actions
+from games.lander.physics import LanderPhysics
 
 
 def test_lander_v0_is_registered_and_passes_check_env() -> None:
@@ -68,7 +68,7 @@ def _tick_by_tick(
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """The physics' definition, one semi-implicit Euler tick at a time: (pos, vel,
     crashed, ticks lived). An agent that leaves the arena stops at that tick."""
-    from game_bridge.lander_game import physics as world
+    from games.lander import physics as world
 
     pos, vel = physics.pos.copy(), physics.vel.copy()
     act = np.clip(actions, -1.0, 1.0)

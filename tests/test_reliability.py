@@ -35,6 +35,7 @@ from game_bridge.spaces import parse_env_info
 from game_bridge.vec_env import GameVecEnv, TooManyRestarts
 from tests.conftest import (
     GIT_IDENTITY,
+    LANDER_GAME,
     REPO_ROOT,
     SMALL,
     game_executable,
@@ -404,7 +405,7 @@ def test_port_in_use_moves_to_the_next_free_block_or_names_the_port(
     holder = GameInstance(0, base + 1)
     try:
         with pytest.raises(PortInUse, match=f"port 127.0.0.1:{base + 1} is already in use"):
-            GameVecEnv(LaunchConfig(n_instances=2, base_port=base, auto_port=False))
+            GameVecEnv(LaunchConfig(**LANDER_GAME, n_instances=2, base_port=base, auto_port=False))
         outcome = train(
             TrainRequest(
                 tmp_path, "ports", {"timesteps": 512, "n_parallel": 2, "n_steps": 32, "port": base}

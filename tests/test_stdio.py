@@ -13,9 +13,10 @@ import numpy as np
 import pytest
 
 from game_bridge.errors import FrameTooLarge, InstanceDied, InstanceTimeout, ProtocolViolation
-from game_bridge.launcher import LaunchConfig, bundled_game_command
+from game_bridge.launcher import LaunchConfig
 from game_bridge.vec_env import GameVecEnv
-from tests.conftest import find_free_port_block, python_game
+from games import launch_settings
+from tests.conftest import LANDER_GAME, find_free_port_block, python_game
 
 READ_TIMEOUT = 2.0
 LINE_LIMIT = 100_000
@@ -112,12 +113,11 @@ def test_a_bundled_game_steps_the_same_over_stdio_and_tcp(game: str) -> None:
     for transport in ("stdio", "tcp"):
         env = GameVecEnv(
             LaunchConfig(
-                command=bundled_game_command(game),
+                command=launch_settings(game)["command"],
                 n_instances=2,
                 transport=transport,
                 base_port=find_free_port_block(2),
                 game_args={"agents": "3"},
-                fork_bundled=False,
             )
         )
         try:
@@ -137,7 +137,7 @@ def test_a_stray_print_of_a_stdio_game_lands_in_its_log(tmp_path: Path) -> None:
     script = (
         "import sys\n"
         "from game_bridge.game_loop import read_arguments, run_game\n"
-        "from game_bridge.stroke_game.client import StrokeGame\n"
+        "from games.stroke.client import StrokeGame\n"
         "class Chatty(StrokeGame):\n"
         "    def step(self, message):\n"
         "        print('a stray print from the game')\n"
@@ -164,12 +164,12 @@ def test_a_stray_print_of_a_stdio_game_lands_in_its_log(tmp_path: Path) -> None:
 def test_a_stdio_run_refuses_a_cluster_and_the_fork_server() -> None:
     from game_bridge.errors import LaunchError
 
-    config = LaunchConfig(command=bundled_game_command(), transport="stdio")
-    assert not config.forks_bundled_game and not config.offers_fast_wire
+    config = LaunchConfig(**LANDER_GAME, transport="stdio")
+    assert not config.forks_games and not config.offers_fast_wire
     assert "--transport=stdio" in config.arguments(0)
     assert not any(arg.startswith("--port=") for arg in config.arguments(0))
     with pytest.raises(LaunchError, match="transport must be tcp or stdio"):
-        LaunchConfig(transport="pipes")
+        LaunchConfig(**LANDER_GAME, transport="pipes")
 
 
 def test_the_minimal_game_in_the_docs_trains_over_stdio(tmp_path: Path) -> None:

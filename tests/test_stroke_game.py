@@ -8,10 +8,9 @@ import numpy as np
 import pytest
 from gymnasium.utils.env_checker import check_env
 
-from game_bridge import STROKE_ENV_ID
-from game_bridge.stroke_game import gym_env  # noqa: F401  (registers Stroke-v0)
-from game_bridge.stroke_game.controllers import random_moves, reference_moves, steer
-from game_bridge.stroke_game.world import OBS_SIZE, STROKE_STEPS, WINDOW, StrokeWorld
+from games.stroke.controllers import random_moves, reference_moves, steer
+from games.stroke.gym_env import ENV_ID as STROKE_ENV_ID
+from games.stroke.world import OBS_SIZE, STROKE_STEPS, WINDOW, StrokeWorld
 
 
 @pytest.mark.parametrize("mode", ["step", "delayed"])

@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 from game_bridge.bot_runner import BotRunner
-from game_bridge.lander_game.physics import LanderPhysics
+from games.lander.physics import LanderPhysics
 from tests.conftest import GIT_IDENTITY, find_free_port_block, wait_until
 from tests.test_operations import LANDER, lander
 from training.local_state import live_bot_path

@@ -15,6 +15,7 @@ from rich.console import Console
 
 from game_bridge.bot_runner import BotFormatError, BotRunner
 from game_bridge.launcher import LaunchConfig, game_command
+from games import DEFAULT_GAME
 from training.checkpoints import find_resume_point
 from training.config import ConfigError, TrainConfig, apply_overrides
 from training.errors import game_not_given
@@ -88,10 +89,10 @@ def checked_trained_with(raw: object) -> dict[str, Any]:
 
 
 def bundled_settings(trained: dict[str, Any]) -> GameSettings:
-    """The bundled game's settings from a bot's ``trained_with`` (the lander for a bot from
-    before lander had other games)."""
+    """The bundled game's settings from a bot's ``trained_with`` (the default game for a
+    bot from before lander had other games)."""
     return game_settings(
-        trained.get("game") or "lander",
+        trained.get("game") or DEFAULT_GAME,
         trained.get("game_args") or {},
         trained.get("action_repeat"),
     )

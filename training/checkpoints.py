@@ -22,6 +22,7 @@ if TYPE_CHECKING:  # only types here: status and bots on a light install load th
     from stable_baselines3.common.base_class import BaseAlgorithm
     from stable_baselines3.common.vec_env import VecNormalize
 
+from game_bridge.errors import LanderError
 from training.run_paths import RunPaths, unknown_run
 from training.run_record import TEMPORARY_SUFFIX, write_bytes_atomic
 
@@ -30,7 +31,7 @@ FINAL_NAME = "final.zip"
 NORMALIZE_SUFFIX = ".vecnormalize.pkl"
 
 
-class CheckpointError(Exception):
+class CheckpointError(LanderError):
     """A checkpoint could not be written, found or read."""
 
 

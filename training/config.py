@@ -14,11 +14,13 @@ from dataclasses import MISSING, asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from game_bridge import BUNDLED_GAME_ARGS, BUNDLED_GAMES, TRANSPORTS, own_transport
+from game_bridge import TRANSPORTS
+from game_bridge.errors import LanderError
 from game_bridge.protocol import DEFAULT_PORT
+from games import BUNDLED_GAMES, DEFAULT_GAME, REGISTRY, game_entry
 
 
-class ConfigError(ValueError):
+class ConfigError(LanderError, ValueError):
     """A configuration file or value that cannot be used."""
 
 
@@ -42,6 +44,7 @@ def setting(
     shown: str | None = None,
     factory: Any = MISSING,
     inherited: bool = True,
+    panel: str,
 ) -> Any:
     """Declare one training setting: everything lander knows of it lives here. The
     command-line options of every training command are generated from these
@@ -57,6 +60,7 @@ def setting(
         too little (None: "the game's own").
     :param inherited: a resume starts from the parent run's value; False for where a
         session runs (a cluster may be gone by then), which each session names anew.
+    :param panel: the group ``--help`` lists the option in (Games, PPO, Health, ...).
     """
     metadata = {
         "help": help,
@@ -66,6 +70,7 @@ def setting(
         "resumable": resumable,
         "shown": shown,
         "inherited": inherited,
+        "panel": panel,
     }
     if factory is not MISSING:
         return field(default_factory=factory, metadata=metadata)
@@ -77,9 +82,15 @@ class TrainConfig:
     """Every setting of a training run, with its default: the one place a setting is declared."""
 
     # -- games -------------------------------------------------------------------
-    n_parallel: int = setting(4, help="Game instances (processes), each on its own port.", low=1)
+    n_parallel: int = setting(
+        4, help="Game instances (processes), each on its own port.", low=1, panel="Games"
+    )
     agents_per_instance: int = setting(
-        8, help="Agents in each instance (the bundled game's --agents).", low=1, high=MAX_AGENTS
+        8,
+        help="Agents in each instance (the bundled game's --agents).",
+        low=1,
+        high=MAX_AGENTS,
+        panel="Games",
     )
     speedup: float | None = setting(
         None,
@@ -87,54 +98,78 @@ class TrainConfig:
         low=1e-9,
         high=MAX_SPEEDUP,
         shown="the game's own",
+        panel="Games",
     )
     action_repeat: int | None = setting(
-        None, help="Physics ticks per step.", low=1, high=MAX_ACTION_REPEAT, shown="the game's own"
+        None,
+        help="Physics ticks per step.",
+        low=1,
+        high=MAX_ACTION_REPEAT,
+        shown="the game's own",
+        panel="Games",
     )
     port: int = setting(
-        DEFAULT_PORT, help="Base TCP port: instance i listens on port + i.", low=1, high=65535
+        DEFAULT_PORT,
+        help="Base TCP port: instance i listens on port + i.",
+        low=1,
+        high=65535,
+        panel="Games",
     )
-    seed: int = setting(0, help="Seed of PPO and of instance 0 (instance i gets seed + i).", low=0)
+    seed: int = setting(
+        0, help="Seed of PPO and of instance 0 (instance i gets seed + i).", low=0, panel="Run"
+    )
     game: str = setting(
-        "lander",
-        help="The bundled game: lander (follow a cursor), or stroke (correct a noisy pen; "
-        "--game-arg reward_mode=delayed scores whole strokes).",
+        DEFAULT_GAME,
+        help="The bundled game (a folder of games/): "
+        + "; ".join(f"{name}: {summary}" for name, summary in REGISTRY.items())
+        + ".",
         choices=BUNDLED_GAMES,
+        panel="Games",
     )
     game_bin: str | None = setting(
         None,
         help="A game executable speaking the Godot RL Agents protocol (instead of --game).",
         shown="the bundled game",
+        panel="Games",
     )
     transport: str | None = setting(
         None,
         help="How the games talk: tcp (frames on a port each) or stdio (a JSON line a "
         "message on stdin/stdout).",
         choices=TRANSPORTS,
-        shown="the game's own: stdio for stroke, else tcp",
+        shown="the game's own (games/NAME/entry.py); tcp for --game-bin",
+        panel="Games",
     )
     game_args: dict[str, str] = setting(
         help="Game setting KEY=VALUE, passed to the game as --KEY=VALUE (repeatable).",
         factory=dict,
+        panel="Games",
     )
     in_process: bool = setting(
-        False, help="Train on the in-process Lander-v0 (no TCP): debugging, speed reference."
+        False,
+        help="Train on the game's in-process gymnasium env (no TCP): debugging, speed reference.",
+        panel="Games",
     )
     read_timeout: float = setting(
-        30.0, help="Seconds a game may take to answer one message.", low=1e-3
+        30.0, help="Seconds a game may take to answer one message.", low=1e-3, panel="Games"
     )
     fast_wire: bool = setting(
         False,
         help="Offer lander's binary step encoding; games that do not speak it (Godot) keep JSON.",
+        panel="Games",
     )
     max_restarts_per_minute: int = setting(
-        3, help="Faulty games restarted per minute before the run stops (0: never restart).", low=0
+        3,
+        help="Faulty games restarted per minute before the run stops (0: never restart).",
+        low=0,
+        panel="Games",
     )
     cluster: str | None = setting(
         None,
         help="A Ray cluster's head HOST:PORT: run the game instances on its nodes (docs/cluster.md).",
         shown="this machine",
         inherited=False,
+        panel="Cluster",
     )
     instances_per_node: int | None = setting(
         None,
@@ -142,6 +177,7 @@ class TrainConfig:
         low=1,
         shown="by free CPUs",
         inherited=False,
+        panel="Cluster",
     )
     # -- PPO -----------------------------------------------------------------------
     timesteps: int = setting(
@@ -149,79 +185,129 @@ class TrainConfig:
         help="Environment steps to train (on a resume: additional steps).",
         low=1,
         high=MAX_TIMESTEPS,
+        panel="Run",
     )
     # Rollout, minibatch and step size were chosen by time to a good bot, not fps
     # (benchmarks/time_to_skill.py; docs/performance.md): short rollouts and a large
     # step make many updates per sample, which reaches skill in far less wall time.
-    learning_rate: float = setting(2e-3, help="Adam step size.", low=1e-12, resumable=True)
+    learning_rate: float = setting(
+        2e-3, help="Adam step size.", low=1e-12, resumable=True, panel="PPO"
+    )
     n_steps: int = setting(
         64,
         help="Steps per env per rollout (rollout = n-steps x instances x agents).",
         low=1,
         resumable=True,
+        panel="PPO",
     )
-    batch_size: int = setting(512, help="PPO minibatch size.", low=1, resumable=True)
-    n_epochs: int = setting(10, help="Passes over each rollout.", low=1, resumable=True)
-    gamma: float = setting(0.99, help="Discount factor.", low=0, high=1, resumable=True)
-    gae_lambda: float = setting(0.95, help="GAE smoothing.", low=0, high=1, resumable=True)
-    clip_range: float = setting(0.2, help="PPO ratio clip.", low=1e-9, resumable=True)
+    batch_size: int = setting(512, help="PPO minibatch size.", low=1, resumable=True, panel="PPO")
+    n_epochs: int = setting(
+        10, help="Passes over each rollout.", low=1, resumable=True, panel="PPO"
+    )
+    gamma: float = setting(
+        0.99, help="Discount factor.", low=0, high=1, resumable=True, panel="PPO"
+    )
+    gae_lambda: float = setting(
+        0.95, help="GAE smoothing.", low=0, high=1, resumable=True, panel="PPO"
+    )
+    clip_range: float = setting(0.2, help="PPO ratio clip.", low=1e-9, resumable=True, panel="PPO")
     ent_coef: float = setting(
-        0.0, help="Entropy bonus: higher keeps exploring.", low=0, resumable=True
+        0.0,
+        help="Entropy bonus: higher keeps exploring.",
+        low=0,
+        resumable=True,
+        panel="Exploration",
     )
-    vf_coef: float = setting(0.5, help="Value loss weight.", low=0, resumable=True)
-    max_grad_norm: float = setting(0.5, help="Gradient clipping norm.", low=1e-9, resumable=True)
+    vf_coef: float = setting(0.5, help="Value loss weight.", low=0, resumable=True, panel="PPO")
+    max_grad_norm: float = setting(
+        0.5, help="Gradient clipping norm.", low=1e-9, resumable=True, panel="PPO"
+    )
     net_width: int = setting(
-        64, help="Units in each of the two hidden layers (policy and value).", low=1
+        64, help="Units in each of the two hidden layers (policy and value).", low=1, panel="PPO"
     )
     log_std_init: float = setting(
-        0.0, help="Initial log of the action standard deviation (continuous actions)."
+        0.0,
+        help="Initial log of the action standard deviation (continuous actions).",
+        panel="Exploration",
     )
     normalize_observations: bool = setting(
-        False, help="Running mean/std normalisation of observations (saved beside checkpoints)."
+        False,
+        help="Running mean/std normalisation of observations (saved beside checkpoints).",
+        panel="PPO",
     )
     normalize_rewards: bool = setting(
         False,
         help="Scale rewards by the running spread of returns: for rewards far from 1 in size "
         "(a whole episode's score at its end).",
+        panel="PPO",
     )
     device: str = setting(
         "auto",
         help="auto (CUDA only for image observations), cpu or cuda.",
         choices=("auto", "cpu", "cuda"),
+        panel="Run",
     )
     torch_threads: int = setting(
-        1, help="Torch CPU threads while collecting (games need the other cores).", low=1
+        1,
+        help="Torch CPU threads while collecting (games need the other cores).",
+        low=1,
+        panel="Run",
     )
     update_threads: int = setting(
-        0, help="Torch CPU threads during the PPO update (0: every core).", low=0
+        0, help="Torch CPU threads during the PPO update (0: every core).", low=0, panel="Run"
     )
     # -- health (training/health.py; docs/operations.md "When a run goes wrong") -----
     health_std_low: float = setting(
-        0.1, help="Action std below this for --health-rollouts rollouts: collapsed.", low=0
+        0.1,
+        help="Action std below this for --health-rollouts rollouts: collapsed.",
+        low=0,
+        panel="Health",
     )
     health_std_high: float = setting(
-        2.0, help="Action std above this for --health-rollouts rollouts: exploded.", low=0
+        2.0,
+        help="Action std above this for --health-rollouts rollouts: exploded.",
+        low=0,
+        panel="Health",
     )
     health_entropy_low: float = setting(
-        0.05, help="Entropy of a discrete policy below this: no exploration left.", low=0
+        0.05,
+        help="Entropy of a discrete policy below this: no exploration left.",
+        low=0,
+        panel="Health",
     )
     health_kl_high: float = setting(
-        0.1, help="approx_kl of an update above this: updates far larger than normal.", low=0
+        0.1,
+        help="approx_kl of an update above this: updates far larger than normal.",
+        low=0,
+        panel="Health",
     )
     health_clip_high: float = setting(
-        0.4, help="Clip fraction of an update above this: updates far larger than normal.", low=0
+        0.4,
+        help="Clip fraction of an update above this: updates far larger than normal.",
+        low=0,
+        panel="Health",
     )
     health_fps_drop: float = setting(
-        0.5, help="fps below this fraction of the run's median: the run slowed.", low=0, high=1
+        0.5,
+        help="fps below this fraction of the run's median: the run slowed.",
+        low=0,
+        high=1,
+        panel="Health",
     )
     health_rollouts: int = setting(
-        5, help="Rollouts in a row a band is crossed before it is reported.", low=1
+        5, help="Rollouts in a row a band is crossed before it is reported.", low=1, panel="Health"
     )
     health_flat_steps: int = setting(
-        2_000_000, help="Steps without a better mean reward before it is reported flat.", low=1
+        2_000_000,
+        help="Steps without a better mean reward before it is reported flat.",
+        low=1,
+        panel="Health",
     )
     health_restarts: int = setting(
-        5, help="Game restarts within ten minutes reported as a restart storm.", low=1
+        5,
+        help="Game restarts within ten minutes reported as a restart storm.",
+        low=1,
+        panel="Health",
     )
     stop_at_score: float | None = setting(
         None,
@@ -229,21 +315,30 @@ class TrainConfig:
         "evaluation reward for a --game-bin game); evaluates every 50,000 steps unless "
         "--eval-every says otherwise.",
         shown="never",
+        panel="Evaluation",
     )
     # -- run ---------------------------------------------------------------------------
-    checkpoint_every: int = setting(100_000, help="Steps between rotating checkpoints.", low=1)
-    keep_checkpoints: int = setting(
-        3, help="Rotating checkpoints kept (final.zip is extra).", low=1
+    checkpoint_every: int = setting(
+        100_000, help="Steps between rotating checkpoints.", low=1, panel="Run"
     )
-    eval_every: int = setting(0, help="Steps between evaluations during training (0: none).", low=0)
-    eval_episodes: int = setting(20, help="Episodes per evaluation.", low=1)
+    keep_checkpoints: int = setting(
+        3, help="Rotating checkpoints kept (final.zip is extra).", low=1, panel="Run"
+    )
+    eval_every: int = setting(
+        0, help="Steps between evaluations during training (0: none).", low=0, panel="Evaluation"
+    )
+    eval_episodes: int = setting(20, help="Episodes per evaluation.", low=1, panel="Evaluation")
     push_every: int = setting(
-        0, help="Checkpoints between mid-run commits and pushes (0: only at the end).", low=0
+        0,
+        help="Checkpoints between mid-run commits and pushes (0: only at the end).",
+        low=0,
+        panel="Git",
     )
     publish_every: int = setting(
         20_000,
         help="Steps between publishing the current bot for the live page (lander play --web; 0: never).",
         low=0,
+        panel="Evaluation",
     )
 
     @property
@@ -254,7 +349,9 @@ class TrainConfig:
     @property
     def game_transport(self) -> str:
         """The transport the games are spoken to with: ``--transport``, else the game's own."""
-        return self.transport or own_transport(self.game, self.game_bin)
+        if self.transport is not None:
+            return self.transport
+        return "tcp" if self.game_bin is not None else game_entry(self.game).transport
 
     def validate(self) -> TrainConfig:
         """Check every setting against its declaration (finite, bounds, choices), then the
@@ -287,7 +384,7 @@ class TrainConfig:
             raise ConfigError("--in-process trains without games: it cannot use --cluster")
         if self.game_bin is None:
             check_bundled_game_args(self.game, self.game_args)
-        if self.game_bin is not None and self.game != "lander":
+        if self.game_bin is not None and self.game != DEFAULT_GAME:
             raise ConfigError(
                 f"--game {self.game} names a bundled game and --game-bin another: give one"
             )
@@ -304,6 +401,8 @@ class TrainConfig:
         return asdict(self)
 
 
+TUNED = ("n_parallel", "agents_per_instance", "speedup", "n_steps", "batch_size")
+"""The settings ``lander tune`` races as lists of its own, not as single values."""
 FIELD_NAMES = frozenset(f.name for f in fields(TrainConfig))
 RESUMABLE_SETTINGS = tuple(f.name for f in fields(TrainConfig) if f.metadata["resumable"])
 """PPO settings a resume may change; the network's shape stays that of the checkpoint."""
@@ -344,7 +443,7 @@ def check_bundled_game_args(game: str, game_args: dict[str, str]) -> None:
 
     :raises ConfigError: naming the argument.
     """
-    known = BUNDLED_GAME_ARGS.get(game, {})
+    known = game_entry(game).game_args if game in BUNDLED_GAMES else {}
     for key, value in game_args.items():
         if key not in known:
             raise ConfigError(

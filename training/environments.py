@@ -1,12 +1,13 @@
 """Building the vectorized environment a run trains on, from its configuration.
 
-Through the bridge (N game processes over TCP or stdio) by default, or in-process on
-``Lander-v0`` or ``Stroke-v0`` with the same ``num_envs`` (``--in-process``), wrapped the same way
-either way so PPO and its logs cannot tell the difference.
+Through the bridge (N game processes over TCP or stdio) by default, or in-process on the
+game's own gymnasium environment with the same ``num_envs`` (``--in-process``), wrapped the
+same way either way so PPO and its logs cannot tell the difference.
 """
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -14,12 +15,19 @@ from typing import Any
 import gymnasium
 from stable_baselines3.common.vec_env import DummyVecEnv, VecEnv, VecMonitor, VecNormalize
 
-from game_bridge import LANDER_ENV_ID, STROKE_ENV_ID
-from game_bridge.lander_game import gym_env  # noqa: F401  (registers Lander-v0)
 from game_bridge.launcher import LaunchConfig, game_command
-from game_bridge.stroke_game import gym_env as _stroke_env  # noqa: F401  (registers Stroke-v0)
 from game_bridge.vec_env import GameVecEnv
+from games import game_entry, launch_settings
 from training.config import TrainConfig
+
+
+def game_launch(game: str, game_bin: str | Path | None) -> dict[str, Any]:
+    """How the bridge starts a run's game: the executable ``game_bin``, or the bundled
+    ``game`` (:func:`games.launch_settings`).
+
+    :raises LaunchError: when the executable is missing or not executable.
+    """
+    return {"command": game_command(game_bin)} if game_bin is not None else launch_settings(game)
 
 
 def launch_config(config: TrainConfig, output_dir: Path | None = None) -> LaunchConfig:
@@ -32,7 +40,7 @@ def launch_config(config: TrainConfig, output_dir: Path | None = None) -> Launch
         cluster = GameCluster(config.cluster, config.instances_per_node)
     return LaunchConfig(
         cluster=cluster,
-        command=game_command(config.game_bin, config.game),
+        **game_launch(config.game, config.game_bin),
         transport=config.game_transport,
         n_instances=config.n_parallel,
         base_port=config.port,
@@ -46,20 +54,14 @@ def launch_config(config: TrainConfig, output_dir: Path | None = None) -> Launch
     )
 
 
+def in_process_env_id(game: str) -> str:
+    """The gymnasium id of the bundled ``game``'s in-process environment, registered."""
+    return str(importlib.import_module(game_entry(game).gym_module).ENV_ID)
+
+
 def _in_process_env(config: TrainConfig) -> VecEnv:
-    kwargs: dict[str, Any] = {}
-    if config.game == "stroke":
-        env_id = STROKE_ENV_ID
-        if "reward_mode" in config.game_args:
-            kwargs["reward_mode"] = config.game_args["reward_mode"]
-    else:
-        env_id = LANDER_ENV_ID
-        if "action_type" in config.game_args:
-            kwargs["action_type"] = config.game_args["action_type"]
-        if "difficulty" in config.game_args:
-            kwargs["difficulty"] = int(config.game_args["difficulty"])
-        if config.action_repeat is not None:
-            kwargs["action_repeat"] = config.action_repeat
+    env_id = in_process_env_id(config.game)
+    kwargs = game_entry(config.game).in_process_kwargs(config.game_args, config.action_repeat)
 
     def make() -> Callable[[], gymnasium.Env[Any, Any]]:
         def build() -> gymnasium.Env[Any, Any]:

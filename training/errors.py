@@ -4,12 +4,14 @@ that import torch."""
 
 from __future__ import annotations
 
+from game_bridge.errors import LanderError
 
-class ExportError(Exception):
+
+class ExportError(LanderError):
     """A policy that cannot be exported, or an export that failed its parity check."""
 
 
-class GameNotGiven(Exception):
+class GameNotGiven(LanderError):
     """A bot or a run record names a game program that this checkout never chose.
 
     Bot files and other checkouts' records travel through ``git pull`` and downloads:

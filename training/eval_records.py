@@ -21,28 +21,25 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from games import DEFAULT_GAME, game_entry
 from training.local_state import checkout_id, local_evaluations_path
 from training.run_paths import RunPaths
 from training.run_record import RunRecord, now_iso
 
 RECORDS_NAME = "evaluations.jsonl"
 RECORDS_GLOB = "evaluations*.jsonl"
-BUNDLED_GAME = "lander"
 
 
 def game_name(trained: dict[str, Any], game_bin: str | Path | None = None) -> str:
     """The game an evaluation was measured on: the executable's file name, or the
-    bundled game with its difficulty or reward mode (a harder lander, or strokes scored
-    at their end, is another game to champion)."""
+    bundled game's record name for its settings (a harder lander, or strokes scored at
+    their end, is another game to champion)."""
     chosen = game_bin if game_bin is not None else trained.get("game_bin")
     if chosen is not None:
         return Path(str(chosen)).name
-    game_args = trained.get("game_args") or {}
-    if trained.get("game") == "stroke":
-        mode = game_args.get("reward_mode", "step")
-        return "stroke" if mode == "step" else f"stroke ({mode} rewards)"
-    difficulty = str(game_args.get("difficulty", "1"))
-    return BUNDLED_GAME if difficulty == "1" else f"{BUNDLED_GAME} (difficulty {difficulty})"
+    return game_entry(trained.get("game") or DEFAULT_GAME).record_name(
+        trained.get("game_args") or {}
+    )
 
 
 def checkout_relative(root: Path, path: Path) -> str | None:
@@ -101,7 +98,7 @@ class EvalRecord:
                 run=str(data["run"]),
                 timesteps=timesteps if type(timesteps) is int else None,
                 bot=bot if isinstance(bot, str) else None,
-                game=str(data.get("game") or BUNDLED_GAME),
+                game=str(data.get("game") or DEFAULT_GAME),
                 results=dict(data["results"]),
                 date=str(data.get("date", "")),
                 commit=data.get("commit"),

@@ -1,7 +1,7 @@
 """Scoring a policy on a bundled game: mean and spread of episode returns,
 success rate, and a normalized score where the random policy is 0 and the
-game's reference controller is 1 (the lander's hand-written pilot, the stroke
-game's tuned filter).
+game's reference controller is 1 (each game's scorer, from its registry entry,
+plays the episodes and names both baselines).
 
 Episodes run batched in-process on the game's own physics, one agent per
 episode, so an evaluation of 64 episodes costs about one episode of wall time.
@@ -9,7 +9,7 @@ episode, so an evaluation of 64 episodes costs about one episode of wall time.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from functools import cache
 from typing import TYPE_CHECKING, Any
@@ -20,18 +20,10 @@ if TYPE_CHECKING:  # only types here: a bot is evaluated on a light install, wit
     from stable_baselines3.common.base_class import BaseAlgorithm
     from stable_baselines3.common.vec_env import VecEnv, VecNormalize
 
-from game_bridge.lander_game.controllers import (
-    random_actions,
-    reference_actions,
-    reference_discrete_actions,
-)
-from game_bridge.lander_game.physics import LanderPhysics
-from game_bridge.stroke_game.controllers import random_moves, reference_moves
-from game_bridge.stroke_game.world import STROKE_STEPS, StrokeWorld
+from games import DEFAULT_GAME, game_entry
+from games.spec import Policy, Scorer
 
-Policy = Callable[[Any], np.ndarray]
-"""Maps a batch of observations ((K, size), or a dict of keys for a game with several) to
-a batch of actions."""
+__all__ = ["EvalResult", "GameSettings", "Policy", "evaluate_in_process", "game_settings"]
 
 
 @dataclass(frozen=True)
@@ -66,79 +58,15 @@ class EvalResult:
         return asdict(self)
 
 
-@dataclass(frozen=True)
-class LanderSettings:
-    """The bundled lander's settings an evaluation runs with."""
-
-    discrete: bool = False
-    action_repeat: int = 6
-    difficulty: int = 1
-
-    @classmethod
-    def from_game(cls, game_args: dict[str, str], action_repeat: int | None) -> LanderSettings:
-        """The settings a run passed to the bundled game (``--game-arg`` and ``--action-repeat``)."""
-        return cls(
-            discrete=game_args.get("action_type") == "discrete",
-            action_repeat=int(action_repeat or 6),
-            difficulty=int(game_args.get("difficulty", 1)),
-        )
-
-    def play(self, policy: Policy, episodes: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
-        """Play ``episodes`` episodes at once, one agent each; return (returns, successes)."""
-        physics = LanderPhysics(episodes, seed, self.action_repeat, self.discrete, self.difficulty)
-        returns = np.zeros(episodes)
-        successes = np.zeros(episodes, dtype=bool)
-        running = np.ones(episodes, dtype=bool)
-        obs = physics.observe()
-        while running.any():
-            result = physics.step(policy(obs))
-            returns += np.where(running, result.reward, 0.0)
-            ended = running & (result.terminated | result.truncated)
-            successes |= ended & result.success
-            running &= ~ended
-            obs = result.obs
-        return returns, successes
-
-    def baseline_policies(self, rng: np.random.Generator) -> tuple[Policy, Policy]:
-        """The random policy (score 0) and the reference controller (score 1)."""
-        reference = reference_discrete_actions if self.discrete else reference_actions
-        return (lambda o: random_actions(rng, len(o), self.discrete)), reference
-
-
-@dataclass(frozen=True)
-class StrokeSettings:
-    """The stroke game's settings an evaluation runs with."""
-
-    reward_mode: str = "step"
-
-    def play(self, policy: Policy, episodes: int, seed: int) -> tuple[np.ndarray, None]:
-        """Correct ``episodes`` strokes at once, one pen each; return (returns, None: a
-        stroke has no success)."""
-        world = StrokeWorld(episodes, seed, self.reward_mode)
-        returns = np.zeros(episodes)
-        obs = world.observe()
-        for _ in range(STROKE_STEPS):
-            result = world.step(policy(obs))
-            returns += result.reward
-            obs = result.obs
-        return returns, None
-
-    def baseline_policies(self, rng: np.random.Generator) -> tuple[Policy, Policy]:
-        """Random moves (score 0) and the tuned filter (score 1)."""
-        return (lambda o: random_moves(rng, len(o))), reference_moves
-
-
-GameSettings = LanderSettings | StrokeSettings
+GameSettings = Scorer
 """The settings of a bundled game, which knows how to play episodes in-process."""
 
 
 def game_settings(
-    game: str, game_args: dict[str, str], action_repeat: int | None = None
+    game: str, game_args: Mapping[str, str], action_repeat: int | None = None
 ) -> GameSettings:
     """The evaluation settings of the bundled ``game`` as a run configured it."""
-    if game == "stroke":
-        return StrokeSettings(reward_mode=game_args.get("reward_mode", "step"))
-    return LanderSettings.from_game(game_args, action_repeat)
+    return game_entry(game).scorer(game_args, action_repeat)
 
 
 @cache
@@ -161,8 +89,9 @@ def normalized_score(
 def evaluate_in_process(
     policy: Policy, episodes: int, seed: int = 1000, settings: GameSettings | None = None
 ) -> EvalResult:
-    """Evaluate ``policy`` on ``episodes`` episodes of a bundled game (the lander by default)."""
-    settings = settings or LanderSettings()
+    """Evaluate ``policy`` on ``episodes`` episodes of a bundled game (the default game's
+    default settings unless given)."""
+    settings = settings or game_settings(DEFAULT_GAME, {})
     returns, successes = settings.play(policy, episodes, seed)
     mean = float(returns.mean())
     return EvalResult(

@@ -11,8 +11,10 @@ import math
 import torch
 from stable_baselines3.common.base_class import BaseAlgorithm
 
+from game_bridge.errors import LanderError
 
-class PolicyTweakError(ValueError):
+
+class PolicyTweakError(LanderError, ValueError):
     """A tweak that does not apply to this policy."""
 
 

@@ -11,10 +11,12 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from game_bridge.errors import LanderError
+
 RUN_NAME_PATTERN = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}")
 
 
-class InvalidRunName(ValueError):
+class InvalidRunName(LanderError, ValueError):
     """A run name that could escape its folder or confuse tmux and git."""
 
 

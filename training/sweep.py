@@ -18,6 +18,7 @@ import optuna
 from rich.console import Console
 from stable_baselines3.common.callbacks import BaseCallback
 
+from games import DEFAULT_GAME
 from training.bots import evaluate_target, export_run, run_target
 from training.eval_callback import PeriodicEvaluation
 from training.eval_records import game_name, record_evaluation
@@ -209,7 +210,7 @@ def run_sweep(
     done = sum(1 for trial in study.trials if trial.state in FINISHED_STATES)
     eval_every = int(base_overrides.get("eval_every") or max(sweep.timesteps_per_trial // 4, 1))
     settings = game_settings(
-        base_overrides.get("game", "lander"),
+        base_overrides.get("game", DEFAULT_GAME),
         base_overrides.get("game_args", {}),
         base_overrides.get("action_repeat"),
     )

@@ -55,7 +55,13 @@ from training.config import (
     apply_overrides,
     load_config_file,
 )
-from training.environments import game_env_of, launch_config, make_vec_env, wrap_normalization
+from training.environments import (
+    game_env_of,
+    in_process_env_id,
+    launch_config,
+    make_vec_env,
+    wrap_normalization,
+)
 from training.errors import game_not_given
 from training.eval_callback import PeriodicEvaluation
 from training.eval_records import owns_run
@@ -664,7 +670,7 @@ def _announce(
     config = plan.config
     game = Path(config.game_bin).name if config.game_bin else config.game
     if config.in_process:
-        where = f"in-process {'Stroke-v0' if config.game == 'stroke' else 'Lander-v0'}"
+        where = f"in-process {in_process_env_id(config.game)}"
     elif config.game_transport == "stdio":
         where = f"{config.n_parallel} {game} instance(s) on stdio"
     else:

@@ -23,13 +23,79 @@ from rich.console import Console
 from stable_baselines3.common.callbacks import BaseCallback
 
 from game_bridge.errors import BridgeError
+from games import DEFAULT_GAME, game_entry
 from training.callbacks import mean_episode_reward
-from training.config import ConfigError, TrainConfig
+from training.config import TUNED, ConfigError, TrainConfig
 from training.trainer import TrainRequest, train
 
-BUNDLED_GAME_REWARD = 200.0
-"""The bundled game's default race target: about three quarters of the reference
-controller's return (about 260; a random policy gets about 24)."""
+OBJECTIVES = ("fps", "time")
+DEFAULT_LISTS = {
+    # what each objective tries of a setting not given ("default": the run's own value)
+    "fps": {"n_parallel": "2,4,8", "agents_per_instance": "4,8,16", "n_steps": "default"},
+    "time": {"n_parallel": "2,4", "agents_per_instance": "8,16", "n_steps": "32,64"},
+}
+
+
+@dataclass(frozen=True)
+class RacePlan:
+    """What ``tune`` races: the settings, each for at most ``seconds``, to ``target``
+    (a training reward; None races for fps)."""
+
+    races: list[TuneSetting]
+    seconds: float
+    target: float | None
+    overrides: dict[str, Any]
+
+
+def parse_values(text: str, kind: type) -> list[Any]:
+    """``"2,4,default"`` as ``[2, 4, None]`` (None keeps the run's own value).
+
+    :raises ConfigError: on an item that is not a number.
+    """
+    try:
+        return [
+            None if item.strip() == "default" else kind(item)
+            for item in text.split(",")
+            if item.strip()
+        ]
+    except ValueError:
+        raise ConfigError(f"expected comma-separated numbers, got {text!r}") from None
+
+
+def plan_races(
+    objective: str,
+    seconds: float,
+    reward: float | None,
+    lists: dict[str, str | None],
+    overrides: dict[str, Any],
+) -> RacePlan:
+    """The races ``tune`` runs for the lists given (``"2,4,8"`` per tuned setting; None:
+    the objective's default list) and the race target: ``reward``, else the game's own
+    (its registry entry's ``race_reward``) for ``--objective time``.
+
+    :raises ConfigError: a bad objective, duration, list, or a race with no target.
+    """
+    if objective not in OBJECTIVES:
+        raise ConfigError(f"--objective must be time or fps, got {objective!r}")
+    if reward is not None and objective != "time":
+        raise ConfigError("--reward is the target of --objective time; add --objective time")
+    if seconds <= 0:
+        raise ConfigError("--seconds must be positive")
+    target = None
+    if objective == "time":
+        game = game_entry(overrides.get("game", DEFAULT_GAME))
+        own = game.race_reward if overrides.get("game_bin") is None else None
+        target = reward if reward is not None else own
+        if target is None:
+            where = "a game of your own" if overrides.get("game_bin") else f"the {game.name} game"
+            raise ConfigError(f"--objective time on {where} needs --reward R (a training reward)")
+    chosen = {
+        name: lists.get(name) or DEFAULT_LISTS[objective].get(name, "default") for name in TUNED
+    }
+    races = grid(
+        *(parse_values(chosen[name], float if name == "speedup" else int) for name in TUNED)
+    )
+    return RacePlan(races, seconds, target, overrides)
 
 
 @dataclass(frozen=True)

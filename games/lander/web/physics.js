@@ -1,5 +1,5 @@
 // The bundled lander game's physics in the browser: the same world as
-// game_bridge/lander_game/physics.py (tick by tick: the Python steps the same
+// games/lander/physics.py (tick by tick: the Python steps the same
 // recurrence in closed form), so a bot trained there flies here. Difficulty 0 and 1
 // (no gusts). The target comes from the page (the cursor) or from a replay.
 "use strict";

@@ -18,7 +18,7 @@ from rich.live import Live
 from rich.text import Text
 
 from game_bridge.bot_runner import BotRunner
-from game_bridge.lander_game.physics import (
+from games.lander.physics import (
     HEIGHT,
     POS_SCALE,
     TICKS_PER_SECOND,
@@ -306,3 +306,40 @@ def record_picture(
         frames = [draw(upto) for upto in range(stride, len(positions) + 1, stride)]
         frames[0].save(path, save_all=True, append_images=frames[1:], duration=80, loop=0)
     return path
+
+
+class RemoteFlight:
+    """A :class:`Flight` over a game known only through the protocol (the Godot lander, for
+    ``lander play --game-bin``): positions are recovered from the observation layout.
+
+    :param env: the running games as a VecEnv (``reset``, ``step``, ``num_envs``,
+        ``observation_space``); their agents are the landers.
+    """
+
+    def __init__(self, env: Any) -> None:
+        if env.observation_space.shape != (7,):
+            raise ValueError(
+                f"play draws games with the lander observation layout (7 values), not {env.observation_space}"
+            )
+        self.env = env
+        self.n_agents = env.num_envs
+        self._obs = np.asarray(env.reset())
+
+    def observe(self) -> np.ndarray:
+        return self._obs
+
+    def step(self, actions: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        obs, rewards, dones, infos = self.env.step(actions)
+        before_obs = np.asarray(obs).copy()
+        success = np.zeros(self.n_agents, dtype=bool)
+        for index in np.flatnonzero(dones):
+            before_obs[index] = infos[index]["terminal_observation"]
+            success[index] = bool(infos[index].get("is_success", False))
+        self._obs = np.asarray(obs)
+        return rewards, dones, success, positions_from_obs(before_obs)[0]
+
+    def targets(self) -> np.ndarray:
+        return positions_from_obs(self._obs)[1]
+
+    def positions(self) -> np.ndarray:
+        return positions_from_obs(self._obs)[0]

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
-from game_bridge.stroke_game.world import STROKE_STEPS, WINDOW, StrokeWorld
+from games.stroke.world import STROKE_STEPS, WINDOW, StrokeWorld
 
 _TRUE, _RAW, _CORRECTED = "#2a9d3a", "#9a9a9a", "#e8590c"
 _PANEL = 300

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from game_bridge.lander_game.physics import (
+from games.lander.physics import (
     ACTION_SIZE,
     DRAG,
     GRAVITY,

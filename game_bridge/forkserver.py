@@ -1,10 +1,11 @@
-"""The bundled game's fork server: imports the game once, then forks one game per request.
+"""A Python game's fork server: imports the game once, then forks one game per request.
 
-Starting the bundled game is mostly Python and numpy importing themselves (about
+Starting a Python game is mostly Python and numpy importing themselves (about
 0.1 s of CPU each time); on a machine with few cores, N fresh processes take about
-N / cores times that. The trainer instead starts this server once (``python -m
-game_bridge.lander_game.forkserver``) and asks it for instances: a fork of an
-already imported game is ready in a few milliseconds and shares its memory.
+N / cores times that. The trainer instead starts this server once per game (``python -m
+game_bridge.forkserver MODULE``, MODULE having a ``main(argv)`` that runs one game) and
+asks it for instances: a fork of an already imported game is ready in a few milliseconds
+and shares its memory.
 
 It talks to the trainer over its standard input and output, one JSON object a line:
 
@@ -22,18 +23,22 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import importlib
 import json
 import os
 import selectors
 import signal
 import sys
 import traceback
+from collections.abc import Callable
 from typing import Any
 
-from game_bridge.lander_game import client
+GameMain = Callable[[list[str]], int]
 
 
-def _run_game(argv: list[str], output: str, keep_fds: tuple[int, ...], server: int) -> None:
+def _run_game(
+    main: GameMain, argv: list[str], output: str, keep_fds: tuple[int, ...], server: int
+) -> None:
     """In the forked child: become a game process of its own and never return."""
     code = 1
     try:
@@ -51,7 +56,7 @@ def _run_game(argv: list[str], output: str, keep_fds: tuple[int, ...], server: i
         os.dup2(log, 2)
         os.close(null)
         os.close(log)
-        code = client.main(argv)
+        code = main(argv)
     except BaseException:  # the child must end here whatever happens, never return to the loop
         traceback.print_exc()
     finally:
@@ -88,8 +93,8 @@ def _reply(out: Any, message: dict[str, Any]) -> None:
     out.flush()
 
 
-def serve() -> None:
-    """Answer fork requests on stdin until it closes."""
+def serve(main: GameMain) -> None:
+    """Answer fork requests on stdin until it closes, each fork running ``main(argv)``."""
     requests = sys.stdin.fileno()  # read with os.read: no buffer may hide a request from select
     out = sys.stdout
     wake_r, wake_w = os.pipe()
@@ -128,9 +133,9 @@ def serve() -> None:
                     _reply(out, {"error": f"cannot fork: {exc.strerror or exc}"})
                     continue
                 if pid == 0:
-                    _run_game(argv, output, (wake_r, wake_w), server)
+                    _run_game(main, argv, output, (wake_r, wake_w), server)
                 _reply(out, {"pid": pid})
 
 
 if __name__ == "__main__":
-    serve()
+    serve(importlib.import_module(sys.argv[1]).main)

@@ -1,4 +1,4 @@
-"""The stroke game as a protocol program: ``python -m game_bridge.stroke_game``.
+"""The stroke game as a protocol program: ``python -m games.stroke``.
 
 It speaks the stdio transport by default (one JSON message a line on its standard
 input and output, complaints on standard error), and the TCP framing when launched
@@ -17,7 +17,7 @@ import numpy as np
 
 from game_bridge import protocol
 from game_bridge.game_loop import read_arguments, run_game
-from game_bridge.stroke_game.world import ACTION_SIZE, OBS_SIZE, REWARD_MODES, StrokeWorld
+from games.stroke.world import ACTION_SIZE, OBS_SIZE, REWARD_MODES, StrokeWorld
 
 ACTION_KEY = "point"
 OBS_KEY = "obs"
@@ -83,7 +83,7 @@ class StrokeGame:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Entry point of ``python -m game_bridge.stroke_game``."""
+    """Entry point of ``python -m games.stroke``."""
     values = read_arguments(sys.argv[1:] if argv is None else argv)
     values.setdefault("transport", "tcp" if "port" in values else "stdio")
     try:

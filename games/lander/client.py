@@ -19,7 +19,7 @@ import numpy as np
 
 from game_bridge import protocol
 from game_bridge.game_loop import read_arguments, run_game
-from game_bridge.lander_game.physics import (
+from games.lander.physics import (
     ACTION_SIZE,
     N_DISCRETE_ACTIONS,
     OBS_SIZE,
@@ -192,7 +192,7 @@ class LanderGame:
 def play_alone(settings: GameSettings) -> int:
     """``--bot=FILE``: play one episode with a bot and print its result, no trainer needed."""
     from game_bridge.bot_runner import BotFormatError, BotRunner
-    from game_bridge.lander_game.play import play_bot
+    from games.lander.play import play_bot
 
     try:
         bot = BotRunner.from_file(Path(settings.bot))

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from game_bridge.stroke_game.world import MOVE, WINDOW
+from games.stroke.world import MOVE, WINDOW
 
 LEAD = 3.0
 """Steps the reference extrapolates ahead: about the sensor's mean latency."""

@@ -12,8 +12,7 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
-from game_bridge import LANDER_ENV_ID
-from game_bridge.lander_game.physics import ACTION_SIZE, N_DISCRETE_ACTIONS, OBS_SIZE, LanderPhysics
+from games.lander.physics import ACTION_SIZE, N_DISCRETE_ACTIONS, OBS_SIZE, LanderPhysics
 
 
 class LanderEnv(gym.Env[np.ndarray, Any]):
@@ -21,7 +20,7 @@ class LanderEnv(gym.Env[np.ndarray, Any]):
 
     :param action_type: ``"continuous"`` (main and lateral thrust in [-1, 1]) or ``"discrete"``.
     :param action_repeat: physics ticks per step.
-    :param difficulty: see :data:`game_bridge.lander_game.physics.DIFFICULTY_LEVELS`.
+    :param difficulty: see :data:`games.lander.physics.DIFFICULTY_LEVELS`.
     """
 
     metadata: dict[str, Any] = {"render_modes": []}  # noqa: RUF012 (gymnasium's own convention)
@@ -61,5 +60,7 @@ class LanderEnv(gym.Env[np.ndarray, Any]):
         return result.obs[0], float(result.reward[0]), terminated, truncated, info
 
 
-if LANDER_ENV_ID not in gym.registry:
-    gym.register(id=LANDER_ENV_ID, entry_point="game_bridge.lander_game.gym_env:LanderEnv")
+ENV_ID = "Lander-v0"
+"""The gymnasium id this module registers the environment under when imported."""
+if ENV_ID not in gym.registry:
+    gym.register(id=ENV_ID, entry_point="games.lander.gym_env:LanderEnv")

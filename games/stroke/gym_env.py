@@ -9,8 +9,7 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
-from game_bridge import STROKE_ENV_ID
-from game_bridge.stroke_game.world import ACTION_SIZE, OBS_SIZE, StrokeWorld
+from games.stroke.world import ACTION_SIZE, OBS_SIZE, StrokeWorld
 
 
 class StrokeEnv(gym.Env[np.ndarray, np.ndarray]):
@@ -42,5 +41,7 @@ class StrokeEnv(gym.Env[np.ndarray, np.ndarray]):
         return result.obs[0], float(result.reward[0]), bool(result.done[0]), False, {}
 
 
-if STROKE_ENV_ID not in gym.registry:
-    gym.register(id=STROKE_ENV_ID, entry_point="game_bridge.stroke_game.gym_env:StrokeEnv")
+ENV_ID = "Stroke-v0"
+"""The gymnasium id this module registers the environment under when imported."""
+if ENV_ID not in gym.registry:
+    gym.register(id=ENV_ID, entry_point="games.stroke.gym_env:StrokeEnv")

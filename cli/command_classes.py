@@ -1,0 +1,67 @@
+"""The click classes lander's Typer app is built of: help that lists options in panels,
+and the one place a user-facing error becomes a red line.
+
+Typer's own panels need rich help, whose markup would eat the ``[default: ...]`` of every
+option; plain help grouped here keeps the defaults and still reads as panels.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import typer
+from typer.core import TyperCommand, TyperGroup
+
+from cli.console import error_console
+from game_bridge.errors import LanderError
+
+OWN_OPTIONS = "Options"
+"""The panel of a command's options that name no panel of their own."""
+PANEL_ORDER = (OWN_OPTIONS, "Run", "Games", "Cluster", "PPO", "Exploration", "Evaluation")
+"""Panels shown first, in this order; any other follows in the order it is first declared."""
+
+
+class PanelledCommand(TyperCommand):
+    """A command whose ``--help`` groups its options by their ``rich_help_panel``
+    (:data:`PANEL_ORDER` first)."""
+
+    # ctx and formatter are click's (vendored by Typer under a private name): typed Any.
+    def format_options(self, ctx: Any, formatter: Any) -> None:
+        panels: dict[str, list[tuple[str, str]]] = {panel: [] for panel in PANEL_ORDER}
+        for param in self.get_params(ctx):
+            record = param.get_help_record(ctx)
+            if record is None:
+                continue
+            panel = getattr(param, "rich_help_panel", None) or OWN_OPTIONS
+            panels.setdefault(panel, []).append(record)
+        for panel, records in panels.items():
+            if records:
+                with formatter.section(panel):
+                    formatter.write_dl(records)
+
+
+class LanderCommands(TyperGroup):
+    """The app's command group: a :class:`LanderError` from any command (or from reading
+    its flags) ends as its one red line and exit 1, here and nowhere else."""
+
+    def invoke(self, ctx: Any) -> Any:
+        try:
+            return super().invoke(ctx)
+        except LanderError as exc:
+            if terminating():
+                raise  # a fault caused by SIGTERM: main() reports the signal instead
+            error_console.print(f"[bold red]error:[/] {exc}", soft_wrap=True)
+            raise typer.Exit(1) from None
+
+
+_SIGTERM_SEEN: list[int] = []
+
+
+def note_sigterm(signum: int) -> None:
+    """Remember that SIGTERM arrived, so the faults it causes are not reported as errors."""
+    _SIGTERM_SEEN.append(signum)
+
+
+def terminating() -> bool:
+    """True once SIGTERM has arrived in this process."""
+    return bool(_SIGTERM_SEEN)

@@ -1,0 +1,53 @@
+"""The bundled games, one folder each, and the registry that is all the rest of lander
+knows of them.
+
+Adding a game is one folder (``games/<name>/`` with an ``entry.py`` that declares
+``ENTRY``, a :class:`~games.spec.GameEntry`) and one line in :data:`REGISTRY`.
+Entries are imported on first use, so a command that names no game loads none.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+from functools import cache
+from typing import TYPE_CHECKING, Any
+
+from game_bridge.errors import LanderError
+
+if TYPE_CHECKING:
+    from games.spec import GameEntry
+
+REGISTRY = {
+    "lander": "follow a cursor",
+    "stroke": "correct a noisy pen (--game-arg reward_mode=delayed scores whole strokes)",
+}
+"""The games lander ships, by folder (``games/<name>/entry.py`` declares each), with what
+each is in a few words for ``--help``."""
+BUNDLED_GAMES = tuple(REGISTRY)
+DEFAULT_GAME = BUNDLED_GAMES[0]
+"""The game a run plays when it names none."""
+
+
+class UnknownGame(LanderError, ValueError):
+    """A game name that is not in the registry."""
+
+
+@cache
+def game_entry(name: str) -> GameEntry:
+    """The registry entry of the bundled game ``name``.
+
+    :raises UnknownGame: for a name that is not a bundled game.
+    """
+    if name not in BUNDLED_GAMES:
+        raise UnknownGame(f"the bundled games are {', '.join(BUNDLED_GAMES)}, not {name!r}")
+    entry: GameEntry = importlib.import_module(f"games.{name}.entry").ENTRY
+    return entry
+
+
+def launch_settings(name: str) -> dict[str, Any]:
+    """How the bridge starts the bundled game ``name`` (``LaunchConfig(**these, ...)``):
+    ``python -m`` its module with this interpreter, forked from a server of its
+    ``fork_main`` where it has one."""
+    entry = game_entry(name)
+    return {"command": [sys.executable, "-m", entry.module], "fork_main": entry.fork_main}

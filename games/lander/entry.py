@@ -1,0 +1,91 @@
+"""The lander as lander's registry knows it: a 2D lander that follows a moving target."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from game_bridge.bot_runner import BotRunner
+from games.lander.physics import ACTION_SIZE, OBS_SIZE
+from games.lander.scoring import LanderSettings
+from games.spec import GameArgs, GameEntry, PlayOptions, PlayResult
+
+
+def _in_process_kwargs(game_args: GameArgs, action_repeat: int | None) -> dict[str, Any]:
+    kwargs: dict[str, Any] = {}
+    if "action_type" in game_args:
+        kwargs["action_type"] = game_args["action_type"]
+    if "difficulty" in game_args:
+        kwargs["difficulty"] = int(game_args["difficulty"])
+    if action_repeat is not None:
+        kwargs["action_repeat"] = action_repeat
+    return kwargs
+
+
+def _record_name(game_args: GameArgs) -> str:
+    """A harder lander is another game to champion."""
+    difficulty = str(game_args.get("difficulty", "1"))
+    return "lander" if difficulty == "1" else f"lander (difficulty {difficulty})"
+
+
+def _play(bot: BotRunner, options: PlayOptions) -> PlayResult:
+    """Fly the bot in the game's physics (or in ``options.remote``), print its episodes and
+    draw its trajectories."""
+    from games.lander.play import RemoteFlight, play_bot, record_picture
+
+    settings = LanderSettings.from_game(options.game_args, options.action_repeat)
+    flight = RemoteFlight(options.remote) if options.remote is not None else None
+    trace = play_bot(
+        bot,
+        options.agents,
+        options.seconds,
+        options.seed,
+        settings.action_repeat,
+        settings.difficulty,
+        options.console,
+        options.speed,
+        flight,
+    )
+    lines: list[str] = []
+    score = "no episode ended"
+    if trace.returns:
+        mean = sum(trace.returns) / len(trace.returns)
+        rate = sum(trace.successes) / len(trace.successes)
+        lines.append(
+            f"{len(trace.returns)} episode(s): mean_reward={mean:.2f} success_rate={rate:.2f}"
+        )
+        score = f"mean return {mean:.1f}, success {rate:.0%} over {len(trace.returns)} episode(s)"
+    if options.record is None:
+        return PlayResult(lines)
+    picture = record_picture(
+        trace,
+        options.record,
+        title=f"{options.title}: {score}",
+        steps_per_second=60 / settings.action_repeat,
+    )
+    return PlayResult(lines, picture)
+
+
+ENTRY = GameEntry(
+    name="lander",
+    module="games.lander",
+    fork_main="games.lander.client",
+    transport="tcp",
+    gym_module="games.lander.gym_env",
+    observation_size=OBS_SIZE,
+    action_size=ACTION_SIZE,
+    game_args={
+        "action_type": ("continuous", "discrete"),
+        "difficulty": ("0", "1", "2"),
+        "agents": None,
+    },
+    in_process_kwargs=_in_process_kwargs,
+    scorer=LanderSettings.from_game,
+    record_name=_record_name,
+    play=_play,
+    plays_remote=True,
+    web_dir=Path(__file__).resolve().parent / "web",
+    web_files=("index.html", "physics.js", "bot.js", "page.js"),
+    build_name="lander_game.x86_64",
+    race_reward=200.0,
+)

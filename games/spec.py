@@ -1,0 +1,129 @@
+"""What the rest of lander knows about a game: the :class:`GameEntry` each game folder
+declares in its ``entry.py``, and the small types that entry is made of.
+
+A game's own code (its protocol client, physics and pictures) imports nothing of lander
+but the protocol, the game loop and the bot runner; its entry describes it to lander with
+the types here, so ``training`` and ``cli`` never name a game.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+import numpy as np
+
+from game_bridge.bot_runner import BotRunner
+
+Policy = Callable[[Any], np.ndarray]
+"""Maps a batch of observations ((K, size), or a dict of keys for a game with several) to
+a batch of actions."""
+
+GameArgs = Mapping[str, str]
+"""A run's ``--game-arg`` settings, as the game receives them (``--key=value``)."""
+
+
+class Scorer(Protocol):
+    """A game's settings as an evaluation plays them in-process (a frozen, hashable
+    dataclass, so its baselines are measured once per process)."""
+
+    def play(
+        self, policy: Policy, episodes: int, seed: int
+    ) -> tuple[np.ndarray, np.ndarray | None]:
+        """Play ``episodes`` episodes at once, one agent each; return their returns and
+        successes (None for a game without success)."""
+
+    def baseline_policies(self, rng: np.random.Generator) -> tuple[Policy, Policy]:
+        """The random policy (normalized score 0) and the reference controller (score 1)."""
+
+    def __hash__(self) -> int:
+        """Hashable: its baselines are cached per settings."""
+
+
+@dataclass(frozen=True)
+class PlayOptions:
+    """What ``lander play`` asks of a game's player.
+
+    :param agents: agents playing at once.
+    :param seconds: game seconds to play.
+    :param seed: the game's seed.
+    :param speed: game seconds per wall second of a live view.
+    :param record: the picture to write (``.png`` or ``.gif``), if any.
+    :param title: the picture's title so far (``bot run03 (1,000 steps)``).
+    :param game_args: the ``--game-arg`` settings the bot trained with.
+    :param action_repeat: the ``--action-repeat`` the bot trained with (None: the game's own).
+    :param console: a rich console for a live view (None: none).
+    :param remote: the running games of ``--game-bin`` as a VecEnv, for a game whose
+        entry ``plays_remote``; None plays the game's own physics.
+    :param normalize: the normalized score of a mean return on this game's settings.
+    """
+
+    agents: int
+    seconds: float
+    seed: int
+    speed: float
+    record: Path | None
+    title: str
+    game_args: GameArgs
+    action_repeat: int | None
+    console: Any
+    normalize: Callable[[float], float]
+    remote: Any = None
+
+
+@dataclass
+class PlayResult:
+    """What a play showed: the lines to print and the picture written (if any)."""
+
+    lines: list[str]
+    picture: Path | None = None
+
+
+@dataclass(frozen=True)
+class GameEntry:
+    """Everything the rest of lander needs to know about one game.
+
+    :param name: the ``--game`` name (the game's folder under ``games/``).
+    :param module: ``python -m module`` starts one instance (the protocol client).
+    :param fork_main: the module whose ``main(argv)`` runs one instance, for the fork
+        server (None: every instance is launched as a process).
+    :param transport: the transport the game speaks unless told otherwise.
+    :param gym_module: the module of its in-process gymnasium environment
+        (``--in-process``): imported, it registers the environment under its ``ENV_ID``.
+    :param game_args: the ``--game-arg`` keys the game knows, with their values (None: a
+        whole number of at least 1); any other is refused.
+    :param observation_size: values in one agent's observation.
+    :param action_size: values in one agent's continuous action.
+    :param in_process_kwargs: the gymnasium keyword arguments of a run's settings.
+    :param scorer: the in-process scorer of a run's settings (``--game-arg``, ``--action-repeat``).
+    :param record_name: the name evaluations on these settings are championed under
+        (another difficulty is another game).
+    :param play: ``lander play`` of a bot: pictures and a live view.
+    :param plays_remote: ``play --game-bin`` can draw a protocol game of this layout.
+    :param web_dir: the folder of the game's web page (``play --web``), if it has one.
+    :param web_files: the page's files in that folder (``index.html`` first).
+    :param build_name: the executable ``lander setup`` writes into ``build/`` for it (the
+        default game's), so tools that launch a game by path can launch it.
+    :param race_reward: the training reward ``tune --objective time`` races to by default
+        (None: the user must give one).
+    """
+
+    name: str
+    module: str
+    transport: str
+    gym_module: str
+    observation_size: int
+    action_size: int
+    in_process_kwargs: Callable[[GameArgs, int | None], dict[str, Any]]
+    scorer: Callable[[GameArgs, int | None], Scorer]
+    record_name: Callable[[GameArgs], str]
+    play: Callable[[BotRunner, PlayOptions], PlayResult]
+    game_args: dict[str, tuple[str, ...] | None] = field(default_factory=dict)
+    fork_main: str | None = None
+    plays_remote: bool = False
+    web_dir: Path | None = None
+    web_files: tuple[str, ...] = ()
+    build_name: str | None = None
+    race_reward: float | None = None

@@ -1,0 +1,55 @@
+"""The stroke game as lander's registry knows it: correcting a noisy tracking signal."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from game_bridge.bot_runner import BotRunner
+from games.spec import GameArgs, GameEntry, PlayOptions, PlayResult
+from games.stroke.scoring import StrokeSettings
+from games.stroke.world import ACTION_SIZE, OBS_SIZE, REWARD_MODES
+
+
+def _in_process_kwargs(game_args: GameArgs, _action_repeat: int | None) -> dict[str, Any]:
+    return {"reward_mode": game_args["reward_mode"]} if "reward_mode" in game_args else {}
+
+
+def _record_name(game_args: GameArgs) -> str:
+    """Strokes scored at their end are another game to champion."""
+    mode = game_args.get("reward_mode", "step")
+    return "stroke" if mode == "step" else f"stroke ({mode} rewards)"
+
+
+def _play(bot: BotRunner, options: PlayOptions) -> PlayResult:
+    """One stroke per pen, its score, and the picture."""
+    from games.stroke.play import play_strokes, record_strokes
+
+    if options.remote is not None:
+        raise ValueError("a stroke bot corrects strokes in the bundled stroke game only")
+    settings = StrokeSettings.from_game(options.game_args)
+    trace = play_strokes(bot.act, options.agents, options.seed, settings.reward_mode)
+    mean = sum(trace.returns) / len(trace.returns)
+    score = options.normalize(mean)
+    lines = [f"{len(trace.returns)} stroke(s): mean_reward={mean:.2f} normalized_score={score:.3f}"]
+    if options.record is None:
+        return PlayResult(lines)
+    title = (
+        f"{options.title}, {settings.reward_mode} rewards: mean return {mean:.1f}, "
+        f"normalized {score:.2f}"
+    )
+    return PlayResult(lines, record_strokes(trace, options.record, title))
+
+
+ENTRY = GameEntry(
+    name="stroke",
+    module="games.stroke",
+    transport="stdio",
+    gym_module="games.stroke.gym_env",
+    observation_size=OBS_SIZE,
+    action_size=ACTION_SIZE,
+    game_args={"reward_mode": REWARD_MODES, "agents": None},
+    in_process_kwargs=_in_process_kwargs,
+    scorer=StrokeSettings.from_game,
+    record_name=_record_name,
+    play=_play,
+)
