@@ -123,7 +123,6 @@ def sweep(
         console,
         on_trial,
         current_commit(root),
-        {"git": use_git},
     )
     with checkout_session(root, name, use_git):
         study = run_sweep(trials_of_sweep, trials, cluster, parallel)

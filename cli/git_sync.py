@@ -7,6 +7,7 @@ shows it as not pushed, and ``lander push`` sends it later.
 
 from __future__ import annotations
 
+import fnmatch
 import math
 import os
 import random
@@ -234,6 +235,19 @@ def keep_out_of_git(root: Path, name: str) -> None:
         return
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("\n".join([*existing, *_exclude_lines(name)]) + "\n")
+
+
+def kept_out_of_git(root: Path, run: str) -> bool:
+    """True when :func:`keep_out_of_git` holds for ``run`` (by its name, or a pattern like
+    a sweep's ``NAME-t*`` that matches it); False outside a repository."""
+    repo = open_repo(root)
+    path = _exclude_file(repo) if repo is not None else None
+    if path is None or not path.exists():
+        return False
+    for line in path.read_text().splitlines():
+        if line.startswith(EXCLUDE_MARK) and fnmatch.fnmatchcase(run, line[len(EXCLUDE_MARK) :]):
+            return True
+    return False
 
 
 def let_into_git(root: Path, name: str) -> bool:

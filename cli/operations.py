@@ -168,8 +168,8 @@ def clean_sessions(root: Path) -> None:
 def _let_trial_in(root: Path, run: str, record: RunRecord) -> None:
     """A trial of a ``--no-git`` sweep is kept out with all its sweep's trials: lift that,
     and keep the other trials out one by one."""
-    sweep = record.extra.get("sweep")
-    if not isinstance(sweep, dict) or not let_into_git(root, f"{sweep.get('name')}-t*"):
+    sweep = record.extra.sweep
+    if sweep is None or not let_into_git(root, f"{sweep.get('name')}-t*"):
         return
     for path in (root / "checkpoints").glob(f"{sweep.get('name')}-t*/run.json"):
         if path.parent.name != run and not in_git(RunPaths(root, path.parent.name)):
@@ -184,10 +184,7 @@ def push_runs(root: Path, run: str | None = None) -> None:
         if not paths.exists():
             fail(unknown_run(root, run))
         if let_into_git(root, run) or not in_git(paths):
-            record = RunRecord.load(paths.run_json)
-            _let_trial_in(root, run, record)
-            record.extra["git"] = True
-            record.save(paths.run_json)
+            _let_trial_in(root, run, RunRecord.load(paths.run_json))
             console.print(f"run {run}: no longer kept out of git")
         runs = [run]
     else:

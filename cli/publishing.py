@@ -12,17 +12,25 @@ from pathlib import Path
 import git
 
 from cli.console import console
-from cli.git_sync import PushResult, commit_paths, push
+from cli.git_sync import PushResult, commit_paths, keep_out_of_git, kept_out_of_git, push
 from training.run_paths import RunPaths
 from training.run_record import RunRecord
 
 
-def in_git(paths: RunPaths) -> bool:
-    """False for a run whose last session was trained with ``--no-git``."""
+def in_git(paths: RunPaths, record: RunRecord | None = None) -> bool:
+    """False for a run whose last session was trained with ``--no-git``: what this
+    checkout's ``.git/info/exclude`` says, the one place that is said. A record from
+    before then that says ``git: false`` is moved there on the way."""
+    if kept_out_of_git(paths.root, paths.run):
+        return False
     try:
-        return RunRecord.load(paths.run_json).extra.get("git", True) is not False
-    except (FileNotFoundError, ValueError):
+        legacy = (record or RunRecord.load(paths.run_json)).extra.legacy_git
+    except ValueError:
         return True
+    if legacy is False:
+        keep_out_of_git(paths.root, paths.run)
+        return False
+    return True
 
 
 def publish_files(

@@ -26,7 +26,6 @@ from cli.git_sync import (
     let_into_git,
     pull,
     run_paths_to_stage,
-    tracked,
 )
 from cli.publishing import in_git, publish_files
 from cli.results import committed_champions
@@ -193,15 +192,13 @@ def kill_descendants() -> None:
 
 
 def mark_git_use(request: TrainRequest, use_git: bool) -> None:
-    """Record in the run whether git carries it, and keep a ``--no-git`` run's files out
-    of git in this checkout (unless git already tracks the run); a git session of a run
-    trained before with ``--no-git`` lets its files in again."""
-    request.tags["git"] = use_git
+    """Say whether git carries the run where that is said, once (``.git/info/exclude``,
+    :func:`cli.publishing.in_git`): a ``--no-git`` run's files are kept out of git in this
+    checkout; a git session of a run trained before with ``--no-git`` lets them in again."""
     paths = request.paths
     if use_git:
         let_into_git(paths.root, paths.run)
-        return
-    if not tracked(paths.root, [str(paths.run_json.relative_to(paths.root))]):
+    else:
         keep_out_of_git(paths.root, paths.run)
 
 
@@ -221,8 +218,8 @@ def _mid_run_pusher(paths: RunPaths) -> Any:
 
 def commit_message(run: str, record: RunRecord, what: str | None = None) -> str:
     """``run03: 600,000 steps, reward 251.3 (finished)``."""
-    reward = record.extra.get("last_reward")
-    reward_text = f", reward {reward:.1f}" if isinstance(reward, int | float) else ""
+    reward = record.extra.last_reward
+    reward_text = f", reward {reward:.1f}" if reward is not None else ""
     return f"{run}: {record.total_timesteps:,} steps{reward_text} ({what or record.status})"
 
 
@@ -263,6 +260,5 @@ def finish_run(paths: RunPaths, outcome: TrainOutcome) -> None:
     better = target.bot is not None and (
         champion is None or evaluation.mean_reward > champion.mean_reward
     )
-    in_git = outcome.record.extra.get("git", True)
-    note = f"new champion on {game}" if in_git else f"best on {game}, but kept out of git"
+    note = f"new champion on {game}" if in_git(paths) else f"best on {game}, but kept out of git"
     console.print(f"evaluation: {evaluation.line()}" + (f"  [green]({note})[/]" if better else ""))

@@ -12,22 +12,20 @@ from rich.markup import escape
 from rich.table import Table
 
 from cli.git_sync import PushStates
+from cli.publishing import in_git
 from cli.results import committed_champions, committed_records
 from cli.tmux_sessions import TRAIN_WINDOW, find_session, window_alive
 from cli.trainer_lock import holder
 from training.eval_records import EvalRecord, best_by_run
 from training.local_state import checkout_id
+from training.run_paths import RunPaths
 from training.run_record import RunRecord, load_runs, placement_summary, scan_runs
 
 
 def _state(root: Path, record: RunRecord, training_here: str | None) -> str:
-    stage = record.extra.get("curriculum")
-    where = (
-        f" (stage {stage['stage']}/{stage['of']} of {stage['plan']})"
-        if isinstance(stage, dict)
-        else ""
-    )
-    resumes = len(record.extra.get("auto_resumes") or [])
+    stage = record.extra.curriculum
+    where = f" (stage {stage['stage']}/{stage['of']} of {stage['plan']})" if stage else ""
+    resumes = len(record.extra.auto_resumes)
     healed = f" (auto-resumed {resumes}x)" if resumes else ""
     return _bare_state(root, record, training_here) + where + healed
 
@@ -46,9 +44,8 @@ HEALTH_LABELS = {
 def _newest_by_kind(record: RunRecord) -> dict[str, dict[str, Any]]:
     """The newest finding of each kind in the run's latest session, in order of first sight."""
     newest: dict[str, dict[str, Any]] = {}
-    findings = record.extra.get("health")
-    for finding in findings if isinstance(findings, list) else []:
-        if isinstance(finding, dict) and isinstance(finding.get("message"), str):
+    for finding in record.extra.health:
+        if isinstance(finding.get("message"), str):
             newest[str(finding.get("kind", "?"))] = finding
     return newest
 
@@ -143,21 +140,20 @@ def _row(
     KeyError, AttributeError) and the run is shown as damaged instead."""
     extra = record.extra
     evaluation = best.get(record.run)
-    if evaluation is None and extra.get("best_evaluation"):
-        evaluation = float(extra["best_evaluation"]["mean_reward"])
-    in_git = extra.get("git", True) is not False
+    if evaluation is None and extra.best_evaluation:
+        evaluation = float(extra.best_evaluation["mean_reward"])
     return [
         record.run,
         _state(root, record, training_here),
         f"{record.total_timesteps:,}",
-        f"{float(extra.get('last_fps') or 0):,.0f}",
-        "-" if extra.get("last_reward") is None else f"{float(extra['last_reward']):.1f}",
-        "-" if extra.get("last_success") is None else f"{float(extra['last_success']):.2f}",
+        f"{extra.last_fps:,.0f}",
+        "-" if extra.last_reward is None else f"{extra.last_reward:.1f}",
+        "-" if extra.last_success is None else f"{extra.last_success:.2f}",
         record.last_checkpoint or "-",
         "-" if evaluation is None else f"{evaluation:.1f}",
-        str(int(extra.get("restarts", 0))),
+        str(extra.restarts),
         _health(record),
-        push_state(record.run, in_git),
+        push_state(record.run, in_git(RunPaths(root, record.run), record)),
         record.parent or "",
     ]
 
@@ -185,9 +181,9 @@ def cluster_lines(root: Path, records: list[RunRecord] | None = None) -> list[st
     """For each run training now with games on a cluster: which node runs which instances."""
     lines = []
     for record in load_runs(root) if records is None else records:
-        if record.status == "running" and isinstance(record.extra.get("cluster"), dict):
+        if record.status == "running" and record.extra.cluster:
             try:
-                lines.append(f"{record.run}: " + placement_summary(record.extra["cluster"]))
+                lines.append(f"{record.run}: " + placement_summary(record.extra.cluster))
             except (TypeError, ValueError, AttributeError):
                 continue  # a damaged placement: the table already shows the run
     return lines

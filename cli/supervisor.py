@@ -94,7 +94,7 @@ def _note_restart(paths: RunPaths, entry: dict[str, Any]) -> None:
     record = _record(paths)
     if record is None:
         return
-    record.extra["auto_resumes"] = [*record.extra.get("auto_resumes", []), entry]
+    record.extra.auto_resumes.append(entry)
     record.save(paths.run_json)
 
 

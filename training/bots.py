@@ -148,7 +148,7 @@ def export_run(
         paths.bot_onnx,
         git_commit=record.git_commit if record else None,
         trained_with=trained_with(record.config) if record else None,
-        layout=OnnxLayout.of_game(record.extra.get("game_layout") if record else None),
+        layout=OnnxLayout.of_game(record.extra.game_layout if record else None),
     )
 
 

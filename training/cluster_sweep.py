@@ -98,7 +98,7 @@ def adopt_trial(root: Path, run: str, files: dict[str, bytes], where: dict[str, 
     record = RunRecord.load(paths.run_json)
     if record.sessions:
         record.sessions[-1]["checkout"] = checkout_id(root)
-    record.extra["trained_on"] = where
+    record.extra.trained_on = where
     record.save(paths.run_json)
     return record
 

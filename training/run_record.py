@@ -6,10 +6,11 @@ Written atomically on every change of state, so ``lander status`` on any machine
 
 from __future__ import annotations
 
+import copy
 import errno
 import json
 import os
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, fields
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -98,6 +99,99 @@ def _check_types(data: dict[str, Any]) -> None:
 
 
 @dataclass
+class RunExtras:
+    """What lander notes in a run's record beyond its core, written as ``run.json``'s
+    ``extra`` object (only the fields that hold something, as before they were typed).
+
+    :param last_fps: training steps per second at the latest report.
+    :param last_reward: mean episode return at the latest report (None: no episode yet).
+    :param last_success: success rate at the latest report (None: the game reports none).
+    :param restarts: game instances restarted in the latest session.
+    :param health: the latest session's health findings (``training.health``).
+    :param best_evaluation: the best periodic evaluation: its steps and results.
+    :param stopped_at_score: where ``--stop-at-score`` ended the latest session.
+    :param game_layout: the game's declared observation keys (an export lays ONNX by them).
+    :param cluster: where each instance runs on a Ray cluster (address, instances).
+    :param auto_resumes: each automatic restart of the trainer (``--auto-resume``).
+    :param sweep: the sweep and trial this run is (name, trial, params).
+    :param curriculum: the plan and stage this run is.
+    :param trained_on: the cluster node a sweep trial trained on.
+    :param other: keys this version does not know (a newer lander's), kept as read.
+    """
+
+    last_fps: float = 0.0
+    last_reward: float | None = None
+    last_success: float | None = None
+    restarts: int = 0
+    health: list[dict[str, Any]] = field(default_factory=list)
+    best_evaluation: dict[str, Any] | None = None
+    stopped_at_score: dict[str, Any] | None = None
+    game_layout: dict[str, Any] | None = None
+    cluster: dict[str, Any] | None = None
+    auto_resumes: list[dict[str, Any]] = field(default_factory=list)
+    sweep: dict[str, Any] | None = None
+    curriculum: dict[str, Any] | None = None
+    trained_on: dict[str, Any] | None = None
+    other: dict[str, Any] = field(default_factory=dict)
+    legacy_git: bool | None = field(default=None, repr=False)
+    """``extra.git`` of a record written before ``.git/info/exclude`` alone said whether
+    git carries a run: read (``cli.publishing.in_git`` moves it there), never written."""
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> RunExtras:
+        """Read ``extra`` of any lander's record, checking the type of each known key.
+
+        :raises TypeError: naming a key of the wrong type.
+        """
+        known = {name: data[name] for name in _EXTRA_KINDS if name in data}
+        for name, value in known.items():
+            if not _EXTRA_KINDS[name](value):
+                raise TypeError(f"extra.{name} is not what lander writes ({value!r:.40})")
+        other = {k: v for k, v in data.items() if k not in _EXTRA_KINDS and k != "git"}
+        git = data.get("git")
+        return cls(**known, other=other, legacy_git=git if isinstance(git, bool) else None)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The ``extra`` object: the fields that hold something, then the unknown keys."""
+        written = {
+            name: getattr(self, name)
+            for name in _EXTRA_KINDS
+            if getattr(self, name) is not None and getattr(self, name) != []
+        }
+        return {**self.other, **written}
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _objects(value: Any) -> bool:
+    return isinstance(value, list) and all(isinstance(item, dict) for item in value)
+
+
+def _object_or_none(value: Any) -> bool:
+    return value is None or isinstance(value, dict)
+
+
+_EXTRA_KINDS = {
+    "last_fps": _number,
+    "last_reward": lambda value: value is None or _number(value),
+    "last_success": lambda value: value is None or _number(value),
+    "restarts": lambda value: type(value) is int and value >= 0,
+    "health": _objects,
+    "best_evaluation": _object_or_none,
+    "stopped_at_score": _object_or_none,
+    "game_layout": _object_or_none,
+    "cluster": _object_or_none,
+    "auto_resumes": _objects,
+    "sweep": _object_or_none,
+    "curriculum": _object_or_none,
+    "trained_on": _object_or_none,
+}
+"""Each typed field of :class:`RunExtras` and the check its value must pass."""
+
+
+@dataclass
 class RunRecord:
     """The run record saved as ``run.json``.
 
@@ -113,7 +207,7 @@ class RunRecord:
     :param last_checkpoint: the newest checkpoint file name.
     :param error: why the run failed, when it did.
     :param sessions: one entry per session: start, end, steps, status.
-    :param extra: fields other parts of lander keep here (evaluations, pushes, stages).
+    :param extra: what other parts of lander note of the run (:class:`RunExtras`).
     """
 
     run: str
@@ -128,13 +222,14 @@ class RunRecord:
     last_checkpoint: str | None = None
     error: str | None = None
     sessions: list[dict[str, Any]] = field(default_factory=list)
-    extra: dict[str, Any] = field(default_factory=dict)
+    extra: RunExtras = field(default_factory=RunExtras)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form."""
-        data = asdict(self)
+        data = {f.name: getattr(self, f.name) for f in fields(self)}
         data["config"] = self.config.to_dict()
-        return data
+        data["extra"] = self.extra.to_dict()
+        return copy.deepcopy(data)  # a copy the caller may change, as asdict made
 
     def save(self, path: Path) -> None:
         """Write atomically, stamping ``updated_at``. On a full disk, where the temporary
@@ -171,9 +266,9 @@ class RunRecord:
             known = {
                 name: data[name]
                 for name in cls.__dataclass_fields__
-                if name in data and name != "config"
+                if name in data and name not in ("config", "extra")
             }
-            return cls(config=config, **known)
+            return cls(config=config, extra=RunExtras.from_dict(data.get("extra", {})), **known)
         except FileNotFoundError:
             raise ConfigError(f"no run record at {path}") from None
         except (json.JSONDecodeError, KeyError, TypeError, AttributeError) as exc:

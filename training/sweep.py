@@ -86,7 +86,7 @@ class SweepTrials:
     """What every trial of one sweep shares, and the end of a trial wherever it trained.
 
     :param on_trial: called after each finished trial (commits and pushes).
-    :param tags: kept in every trial's run.json (whether git carries the sweep).
+    :param tags: :class:`~training.run_record.RunExtras` fields set in every trial's run.json.
     """
 
     root: Path
@@ -174,7 +174,7 @@ class SweepTrials:
             raise optuna.TrialPruned()
         if result is not None:
             return result.mean_reward
-        last = record.extra.get("last_reward") if record is not None else None
+        last = record.extra.last_reward if record is not None else None
         return float(last or 0.0)
 
 

@@ -1,8 +1,12 @@
-"""A training session from start to end: configuration, environment, model,
-callbacks, learn, and a clean ending on success, Ctrl-C, SIGTERM or a game fault.
+"""A training session from start to end, in named phases: plan, open the games, build
+or load the model, start the record, create the callbacks, learn, and end in order on
+success, Ctrl-C, SIGTERM or a game fault.
 
-Read top to bottom, :func:`train` is the whole flow; each step it takes is a
-plain function or an SB3 callback defined elsewhere in ``training``.
+:class:`TrainingSession` reads top to bottom as the whole flow (as RL Zoo's
+``ExperimentManager`` does: set up, create callbacks, learn, save); each phase fits on a
+screen, and :meth:`TrainingSession.run` alone holds the guarantee that whatever happens
+once the games are open, they are closed, ``final.zip`` is saved and run.json says how
+the session ended.
 """
 
 from __future__ import annotations
@@ -15,7 +19,7 @@ import socket
 import traceback
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from types import FrameType
@@ -41,20 +45,11 @@ from training.callbacks import (
 )
 from training.checkpoints import (
     CheckpointError,
-    ResumePoint,
-    find_resume_point,
     normalization_path,
     remove_temporary_files,
     save_checkpoint,
 )
-from training.config import (
-    RESUMABLE_SETTINGS,
-    SESSION_SETTINGS,
-    ConfigError,
-    TrainConfig,
-    apply_overrides,
-    load_config_file,
-)
+from training.config import RESUMABLE_SETTINGS, TrainConfig
 from training.environments import (
     game_env_of,
     in_process_env_id,
@@ -62,71 +57,37 @@ from training.environments import (
     make_vec_env,
     wrap_normalization,
 )
-from training.errors import game_not_given
 from training.eval_callback import PeriodicEvaluation
-from training.eval_records import owns_run
 from training.evaluation import EvalResult, Policy, evaluate_through_bridge, game_settings
 from training.health import KEPT_FINDINGS, Finding, HealthWatch
 from training.local_state import checkout_id, keep_damaged_record, live_bot_path
+from training.planning import (
+    RunExists,
+    RunOfAnotherCheckout,
+    TrainPlan,
+    TrainRequest,
+    plan_training,
+)
 from training.policy_tweaks import reset_action_std
-from training.run_paths import RunPaths
 from training.run_record import RunRecord, now_iso, placement_summary
 from training.tensorboard_log import resilient_logger
 
+__all__ = [
+    "RunExists",
+    "RunOfAnotherCheckout",
+    "TrainOutcome",
+    "TrainPlan",
+    "TrainRequest",
+    "TrainingSession",
+    "load_for_inference",
+    "plan_training",
+    "train",
+]
 
-class RunExists(ConfigError):
-    """Starting a run whose name is taken, without ``--resume`` or ``--force``."""
-
-
-class RunOfAnotherCheckout(ConfigError):
-    """Writing into a run that another checkout trained: its files have one writer."""
-
-
-@dataclass
-class TrainRequest:
-    """What the user asked for.
-
-    :param root: the checkout.
-    :param run: the run to train (validated).
-    :param overrides: settings given explicitly as flags.
-    :param config_file: a settings file applied before the flags.
-    :param resume: a run name or checkpoint path to continue from.
-    :param force: start over even though the run exists (its old files are removed).
-    :param reset_std: set the action standard deviation after loading.
-    :param git_commit: the code's commit, recorded in run.json.
-    :param tags: kept in run.json's ``extra`` (a curriculum stage, a sweep trial).
-    :param until_timesteps: train until the run has this many steps, whatever the resumed
-        checkpoint's count (an automatic resume finishing the session that died).
-    """
-
-    root: Path
-    run: str
-    overrides: dict[str, Any] = field(default_factory=dict)
-    config_file: Path | None = None
-    resume: str | None = None
-    force: bool = False
-    reset_std: float | None = None
-    git_commit: str | None = None
-    tags: dict[str, Any] = field(default_factory=dict)
-    until_timesteps: int | None = None
-    paths: RunPaths = field(init=False, repr=False)
-
-    def __post_init__(self) -> None:
-        # The run object every layer below receives: the name validated once, here.
-        self.paths = RunPaths(self.root, self.run)
-
-
-@dataclass
-class TrainPlan:
-    """A request resolved: the configuration and where the model comes from."""
-
-    paths: RunPaths
-    config: TrainConfig
-    resume_point: ResumePoint | None
-    parent: str | None
-    previous: RunRecord | None
-    damaged_record: bool = False
-    """The run's own run.json could not be read: it is kept aside, and a new one written."""
+SCORE_REACHED = "score reached"
+"""The stop reason of a run ended by ``--stop-at-score``: it finished, it was not interrupted."""
+STOP_AT_SCORE_EVERY = 50_000
+"""Steps between the evaluations ``--stop-at-score`` needs when ``--eval-every`` is 0."""
 
 
 @dataclass
@@ -147,96 +108,345 @@ class TrainOutcome:
     final_saved: bool = False
 
 
-def plan_training(request: TrainRequest, console: Console | None = None) -> TrainPlan:
-    """Resolve a request into a configuration without writing anything.
+def train(
+    request: TrainRequest,
+    console: Console,
+    on_checkpoint: Callable[[Path, RunRecord], None] | None = None,
+    extra_callbacks: list[BaseCallback] | None = None,
+) -> TrainOutcome:
+    """Run one training session and end it cleanly, whatever happens.
 
-    :raises ConfigError: a bad setting, a bad config file, or a run that exists.
-    :raises CheckpointError: nothing valid to resume from.
+    :param request: what to train.
+    :param console: where progress goes.
+    :param on_checkpoint: called after each rotating checkpoint with the updated record.
+    :param extra_callbacks: more SB3 callbacks (evaluation).
+    :raises ConfigError, CheckpointError, BridgeError: before training starts; nothing is
+        written to the run's folders in that case.
     """
-    paths = request.paths
-    resume_point: ResumePoint | None = None
-    previous: RunRecord | None = None
-    base = TrainConfig()
-    parent: str | None = None
-    foreign_game: str | None = None
-    damaged = False  # resuming in place a run whose run.json cannot be read
-    if request.resume is not None:
-        resume_point = find_resume_point(request.root, request.resume, console)
-        source_run = resume_point.run or _run_of_checkpoint(request.root, resume_point.model)
-        source = paths if source_run == request.run else None
-        if source is None and source_run is not None:
-            source = RunPaths(request.root, source_run)
-        source_record = _readable_record(source, console) if source is not None else None
-        if source is not None and source_record is not None:
-            base = replace(source_record.config, **SESSION_SETTINGS)
-            if base.game_bin is not None and not owns_run(source):
-                foreign_game = base.game_bin  # named by a record from elsewhere
-        if source_run != request.run:
-            parent = source_run
-        elif source_record is not None:
-            previous = source_record
-            parent = previous.parent
+    return TrainingSession(request, console, on_checkpoint, extra_callbacks).run()
+
+
+class TrainingSession:
+    """One session of a run, its phases in the order :meth:`run` calls them.
+
+    :param request: what to train (planned at once: a mistake raises before anything runs).
+    :param console: where progress goes.
+    :param on_checkpoint: called after each rotating checkpoint with the updated record.
+    :param extra_callbacks: more SB3 callbacks.
+    """
+
+    def __init__(
+        self,
+        request: TrainRequest,
+        console: Console,
+        on_checkpoint: Callable[[Path, RunRecord], None] | None = None,
+        extra_callbacks: list[BaseCallback] | None = None,
+    ) -> None:
+        self.request, self.console = request, console
+        self.on_checkpoint = on_checkpoint
+        self.extra_callbacks = extra_callbacks or []
+        self.plan: TrainPlan = plan_training(request, console)
+        self.config: TrainConfig = self.plan.config
+        self.paths = self.plan.paths
+        self.stop = StopFlag()
+        self.closers: list[Callable[[], None]] = []
+        """What the end closes besides the games (an evaluation's own game)."""
+        self.status, self.exit_code = "finished", 0
+        self.error: str | None = None
+        self.final_saved = False
+
+    def run(self) -> TrainOutcome:
+        """Every phase in order. Once the games are open they are closed whatever happens;
+        once learning starts, ``final.zip`` and run.json's ending are written whatever
+        happens (a second signal aside)."""
+        leftovers = self.prepare_folders()
+        self.open_games()
+        try:
+            self.build_model()
+            self.start_record(leftovers)
+            callbacks = self.create_callbacks()
+        except BaseException:
+            self.env.close()
+            raise
+        with _stop_on_signals(self.stop, self.console) as received:
+            self.learn(callbacks)
+            self.note_stop(received.get("signal"))
+            self.end_in_order()
+        return self.report()
+
+    # -- phases ---------------------------------------------------------------------------
+
+    def prepare_folders(self) -> list[Path]:
+        """``--force`` removes the old run, a damaged run.json is kept aside, a crash's
+        temporary files go; returns those files, for the log."""
+        allow_waits()
+        torch.set_num_threads(self.config.torch_threads)
+        paths = self.paths
+        if self.request.force and self.plan.previous is None and paths.exists():
+            # --force replaces the run: the user asked for it by name.
+            shutil.rmtree(paths.checkpoints, ignore_errors=True)
+            shutil.rmtree(paths.logs, ignore_errors=True)
+        if self.plan.damaged_record:
+            kept = keep_damaged_record(paths)
+            self.console.print(f"[yellow]the damaged run.json is kept as {kept}[/]")
+        return remove_temporary_files(paths.checkpoints)
+
+    def open_games(self) -> None:
+        """Launch the games (or the in-process env); a new run whose games never started
+        leaves nothing behind. A game that declares its own agents per instance (a Godot
+        scene ignores ``--agents``) sets the run's count."""
+        new_run = not self.paths.logs.exists()
+        try:
+            self.env: VecEnv = make_vec_env(self.config, self.paths.games_log_dir)
+        except BaseException:
+            if new_run:
+                shutil.rmtree(self.paths.logs, ignore_errors=True)
+            raise
+        self.game_env = game_env_of(self.env)
+        declared = self.game_env.agents_per_instance if self.game_env is not None else None
+        self.agents_note: str | None = None
+        if declared is not None and declared != self.config.agents_per_instance:
+            self.agents_note = (
+                f"the game declares {declared} agent(s) per instance "
+                f"(--agents-per-instance {self.config.agents_per_instance} applies to the "
+                "bundled game)"
+            )
+            self.config.agents_per_instance = declared
+
+    def build_model(self) -> None:
+        """Wrap the normaliser (a resume's statistics) and build or load PPO."""
+        resume = self.plan.resume_point
+        saved_normalizer = normalization_path(resume.model) if resume else None
+        self.env, self.normalizer = wrap_normalization(self.env, self.config, saved_normalizer)
+        self.model = _build_model(self.plan, self.env, self.request)
+        if self.request.until_timesteps is not None:
+            self.config.timesteps = max(1, self.request.until_timesteps - self.model.num_timesteps)
+
+    def start_record(self, leftovers: list[Path]) -> None:
+        """Open train.log and TensorBoard, write run.json for this session, say what runs."""
+        self.log = _LogFile(self.paths.train_log)
+        for leftover in leftovers:
+            self.log(f"removed a crash leftover: {leftover.name}")
+        self.model.set_logger(resilient_logger(self.paths.logs, self.warn))
+        self.record = _start_record(self.plan, self.request, self.model)
+        if self.game_env is not None:  # an export lays out its ONNX file by these keys
+            self.record.extra.game_layout = self.game_env.env_info.layout()
+        self.note_placements()
+        self.record.save(self.paths.run_json)
+        self.say(_banner(self.plan, self.request, self.model))
+        if self.agents_note is not None:
+            self.warn(self.agents_note)
+        if self.record.extra.cluster:
+            self.say(placement_summary(self.record.extra.cluster))
+        if self.game_env is not None and self.game_env.config.base_port != self.config.port:
+            self.warn(
+                f"ports {self.config.port}+ were taken: the games use ports "
+                f"{self.game_env.config.base_port}+"
+            )
+
+    def create_callbacks(self) -> list[BaseCallback]:
+        """The SB3 callbacks of the session, in the order they run each step."""
+        config = self.config
+        self.progress = ProgressReport(self.console, self.log, config.timesteps)
+        self.health = GameHealth(self.game_env, self.log, self.restarted, self.warn)
+        checkpoints = RotatingCheckpoints(
+            self.paths.checkpoints,
+            config.checkpoint_every,
+            config.keep_checkpoints,
+            self.normalizer,
+            self.checkpoint_saved,
+        )
+        return [
+            UpdateThreads(config.torch_threads, config.update_threads or _usable_cores()),
+            self.stop,
+            self.progress,
+            self.health,
+            HealthWatch(config, self.found, self.game_env),
+            checkpoints,
+            self.live_publisher(),
+            *self.periodic_evaluation(),
+            *self.extra_callbacks,
+        ]
+
+    def learn(self, callbacks: list[BaseCallback]) -> None:
+        """PPO's learning loop; whatever ends it is turned into the session's status: a
+        stop asked for, a game fault, a checkpoint that cannot be written, a second
+        signal, or anything else inside PPO or a callback (its traceback to train.log)."""
+        try:
+            self.model.learn(
+                total_timesteps=self.config.timesteps,
+                callback=callbacks,
+                reset_num_timesteps=False,
+            )
+        except Interrupted:
+            pass  # the stop requested by the signal, see note_stop
+        except BridgeError as exc:
+            self.status, self.error, self.exit_code = "failed", f"a game failed: {exc}", 1
+        except CheckpointError as exc:
+            self.status, self.error, self.exit_code = "failed", str(exc), 1
+        except KeyboardInterrupt:
+            self.status, self.error = "interrupted", "aborted by a second signal"
+            self.exit_code = 130
+        except Exception as exc:
+            self.status, self.error, self.exit_code = "failed", _describe(exc), 1
+            self.log("".join(traceback.format_exception(exc)).rstrip())
+
+    def note_stop(self, signum: int | None) -> None:
+        """A run stopped by a signal (not by ``--stop-at-score``) is interrupted: exit 0 for
+        Ctrl-C, 128 + N for another signal."""
+        if self.status == "finished" and self.stop.reason not in (None, SCORE_REACHED):
+            self.status = "interrupted"
+            self.exit_code = 0 if signum == signal.SIGINT else 128 + (signum or 0)
+
+    def end_in_order(self) -> None:
+        """Count the last restarts, save ``final.zip``, then close the games and whatever
+        else the session opened, even when the save fails."""
+        self.health.catch_up()  # restarts after the last step (the one past the limit) count
+        try:
+            save_checkpoint(self.model, self.paths.final, self.normalizer)
+            self.record.last_checkpoint = self.paths.final.name
+            self.final_saved = True
+        except CheckpointError as exc:
+            self.failed_also(str(exc))
+        finally:
+            self.env.close()
+            for close in self.closers:
+                close()
+
+    def report(self) -> TrainOutcome:
+        """Write the session's end into run.json and say it in one line."""
+        record = self.record
+        self.note_progress()
+        record.status, record.error = self.status, self.error
+        record.sessions[-1].update(
+            ended_at=now_iso(), status=self.status, end_timesteps=self.model.num_timesteps
+        )
+        try:
+            record.save(self.paths.run_json)
+        except OSError as exc:
+            self.failed_also(f"run.json could not be written ({_describe(exc)})")
+        message = f"run {self.paths.run} {self.status} at {self.model.num_timesteps:,} steps"
+        message += f": {self.error}" if self.error else ""
+        self.log(message)
+        color = {"finished": "[green]", "interrupted": "[yellow]"}.get(self.status, "[red]")
+        self.console.print(color + message)
+        return TrainOutcome(self.status, self.exit_code, record, self.error, self.final_saved)
+
+    # -- what the callbacks report --------------------------------------------------------
+
+    def say(self, line: str) -> None:
+        """A line for train.log and the console."""
+        self.log(line)
+        self.console.print(line)
+
+    def warn(self, line: str) -> None:
+        """A warning for train.log and the console (yellow)."""
+        self.log(line)
+        self.console.print(f"[yellow]{line}[/]")
+
+    def failed_also(self, error: str) -> None:
+        """The session failed (also) for ``error``: kept after any earlier reason."""
+        self.status, self.exit_code = "failed", 1
+        self.error = f"{self.error}; also {error}" if self.error else error
+
+    def checkpoint_saved(self, path: Path) -> None:
+        """A rotating checkpoint was written: run.json says so, then ``on_checkpoint``."""
+        self.note_progress()
+        self.record.last_checkpoint = path.name
+        self.record.save(self.paths.run_json)
+        if self.on_checkpoint is not None:
+            self.on_checkpoint(path, self.record)
+
+    def restarted(self, count: int) -> None:
+        """Games were restarted: their count, and where each now runs."""
+        self.record.extra.restarts = count
+        self.note_placements()  # a restart may have moved a game to another node
+
+    def found(self, finding: Finding) -> None:
+        """A health finding: warned, and kept in run.json (the newest few)."""
+        self.warn(f"health: {finding.message}")
+        health = self.record.extra.health
+        self.record.extra.health = [*health, finding.to_dict()][-KEPT_FINDINGS:]
+        self.record.save(self.paths.run_json)
+
+    def note_placements(self) -> None:
+        """Where each game instance runs, in run.json, for a run whose games are on a cluster."""
+        cluster = self.game_env.config.cluster if self.game_env is not None else None
+        if cluster is not None:
+            self.record.extra.cluster = {
+                "address": cluster.address,
+                "instances": cluster.describe(),
+            }
+
+    def note_progress(self) -> None:
+        """The latest steps, fps, reward and success, in the record."""
+        extra, progress = self.record.extra, self.progress
+        self.record.total_timesteps = self.model.num_timesteps
+        extra.last_fps = round(progress.last_fps, 1)
+        extra.last_reward, extra.last_success = progress.last_reward, progress.last_success
+
+    # -- callbacks that need the session ---------------------------------------------------
+
+    def evaluated(self, steps: int, result: EvalResult) -> None:
+        """A periodic evaluation: logged, the best kept, and ``--stop-at-score`` checked."""
+        self.log(f"evaluation at {steps} steps: {result.line()}")
+        extra, goal = self.record.extra, self.config.stop_at_score
+        if (
+            extra.best_evaluation is None
+            or result.mean_reward > extra.best_evaluation["mean_reward"]
+        ):
+            extra.best_evaluation = {"timesteps": steps, **result.to_dict()}
+        normalized = result.normalized_score
+        score = normalized if normalized is not None else result.mean_reward
+        if goal is not None and score >= goal and self.stop.reason is None:
+            what = "normalized score" if normalized is not None else "mean reward"
+            extra.stopped_at_score = {"timesteps": steps, "score": score, "goal": goal}
+            self.say(
+                f"{what} {score:.3f} at {steps:,} steps reached --stop-at-score {goal:g}: "
+                "ending the run"
+            )
+            self.stop.request(SCORE_REACHED)
+
+    def periodic_evaluation(self) -> list[BaseCallback]:
+        """``--eval-every`` (and ``--stop-at-score``): evaluations kept in TensorBoard and
+        run.json, on a bundled game's physics, or for a ``--game-bin`` game on one more
+        instance of it through the bridge (closed at the end)."""
+        config = self.config
+        every = config.eval_every or (
+            STOP_AT_SCORE_EVERY if config.stop_at_score is not None else 0
+        )
+        if every <= 0:
+            return []
+        if config.game_bin is None:
+            settings: Any = game_settings(config.game, config.game_args, config.action_repeat)
         else:
-            damaged = paths.exists()
-        if source_run != request.run and paths.exists() and not request.force:
-            raise RunExists(
-                f"run {request.run!r} already exists: pick a new name for the branch or add --force to replace it"
+            settings = _bridge_evaluator(config, self.closers)
+        return [
+            PeriodicEvaluation(
+                every, config.eval_episodes, settings, self.normalizer, self.evaluated
             )
-    elif paths.exists() and not request.force:
-        raise RunExists(
-            f"run {request.run!r} already exists: continue it with `resume {request.run}` "
-            f"(or --resume {request.run}), or start over with --force"
-        )
-    if paths.exists() and not damaged and not owns_run(paths):
-        # Two checkouts writing one run's files would collide in git.
-        raise RunOfAnotherCheckout(
-            f"run {request.run!r} was trained in another checkout, which alone writes its files: "
-            f"continue it there, or branch it here with: lander resume {request.run} --as NEW_NAME"
-        )
-    config = base
-    if request.config_file is not None:
-        config = apply_overrides(
-            config, load_config_file(request.config_file), f"config file {request.config_file}"
-        )
-    config = apply_overrides(config, request.overrides, "flags").validate()
-    named_here = "game_bin" in request.overrides
-    if foreign_game is not None and config.game_bin == foreign_game and not named_here:
-        raise game_not_given(f"run {source_run} (trained in another checkout)", foreign_game)
-    if request.reset_std is not None and not request.reset_std > 0:
-        raise ConfigError(f"--reset-std must be positive, got {request.reset_std}")
-    if request.reset_std is not None and resume_point is None:
-        raise ConfigError("--reset-std applies to a resumed policy: add --resume RUN")
-    if config.device.startswith("cuda") and not torch.cuda.is_available():
-        raise ConfigError(
-            f"--device {config.device}: torch {torch.__version__} sees no CUDA device here; "
-            "use --device auto or cpu"
-        )
-    return TrainPlan(paths, config, resume_point, parent, previous, damaged)
+        ]
 
+    def live_publisher(self) -> PublishBot:
+        """Publishes the policy as it trains, for the live page (``--publish-every``)."""
+        from training.bots import trained_with
+        from training.export import OnnxLayout, build_bot_spec
 
-def _readable_record(source: RunPaths, console: Console | None) -> RunRecord | None:
-    """The run's record, or None when it has none or it is damaged (cut short, hand-edited):
-    its checkpoints still resume, with the default settings and the flags given."""
-    if not source.exists():
-        return None
-    try:
-        return RunRecord.load(source.run_json)
-    except ConfigError as exc:
-        if console is not None:
-            console.print(
-                f"[yellow]warning:[/] {exc}; resuming from its checkpoint with the default "
-                "settings and the flags given"
+        plan, record = self.plan, self.record
+
+        def build() -> dict[str, Any]:
+            layout = OnnxLayout.of_game(record.extra.game_layout)
+            return build_bot_spec(
+                self.model,
+                self.normalizer,
+                plan.paths.run,
+                self.request.git_commit,
+                trained_with(plan.config),
+                layout,
             )
-        return None
 
-
-def _run_of_checkpoint(root: Path, model: Path) -> str | None:
-    """The run a checkpoint path belongs to, when it lies in ``checkpoints/<run>/``."""
-    try:
-        relative = model.resolve().relative_to((root / "checkpoints").resolve())
-    except ValueError:
-        return None
-    return relative.parts[0] if len(relative.parts) == 2 else None
+        path = live_bot_path(plan.paths.root, plan.paths.run)
+        return PublishBot(plan.config.publish_every, path, build, self.log)
 
 
 def _usable_cores() -> int:
@@ -337,245 +547,6 @@ def _stop_on_signals(stop: StopFlag, console: Console) -> Iterator[dict[str, int
             signal.signal(sig, old)
 
 
-def train(
-    request: TrainRequest,
-    console: Console,
-    on_checkpoint: Callable[[Path, RunRecord], None] | None = None,
-    extra_callbacks: list[BaseCallback] | None = None,
-) -> TrainOutcome:
-    """Run one training session and end it cleanly, whatever happens.
-
-    :param request: what to train.
-    :param console: where progress goes.
-    :param on_checkpoint: called after each rotating checkpoint with the updated record.
-    :param extra_callbacks: more SB3 callbacks (evaluation).
-    :raises ConfigError, CheckpointError, BridgeError: before training starts; nothing is
-        written to the run's folders in that case.
-    """
-    plan = plan_training(request, console)
-    config, paths = plan.config, plan.paths
-    allow_waits()
-    torch.set_num_threads(config.torch_threads)
-    if request.force and plan.previous is None and paths.exists():
-        # --force replaces the run: the user asked for it by name.
-        shutil.rmtree(paths.checkpoints, ignore_errors=True)
-        shutil.rmtree(paths.logs, ignore_errors=True)
-    if plan.damaged_record:
-        kept = keep_damaged_record(paths)
-        console.print(f"[yellow]the damaged run.json is kept as {kept}[/]")
-    leftovers = remove_temporary_files(paths.checkpoints)
-    new_run = not paths.logs.exists()
-    try:
-        env = make_vec_env(config, paths.games_log_dir)
-    except BaseException:
-        if new_run:  # a run whose games never started leaves nothing behind
-            shutil.rmtree(paths.logs, ignore_errors=True)
-        raise
-    game_env = game_env_of(env)
-    declared = game_env.agents_per_instance if game_env is not None else None
-    agents_note = None
-    if declared is not None and declared != config.agents_per_instance:
-        # A game with its own fixed agents (a Godot scene) ignores --agents: the run,
-        # its banner and its bot record what the game declared.
-        agents_note = (
-            f"the game declares {declared} agent(s) per instance "
-            f"(--agents-per-instance {config.agents_per_instance} applies to the bundled game)"
-        )
-        config.agents_per_instance = declared
-    try:
-        saved_normalizer = (
-            normalization_path(plan.resume_point.model) if plan.resume_point else None
-        )
-        env, normalizer = wrap_normalization(env, config, saved_normalizer)
-        model = _build_model(plan, env, request)
-        if request.until_timesteps is not None:
-            config.timesteps = max(1, request.until_timesteps - model.num_timesteps)
-    except BaseException:
-        env.close()
-        raise
-    log = _LogFile(paths.train_log)
-    for leftover in leftovers:
-        log(f"removed a crash leftover: {leftover.name}")
-
-    def warn(line: str) -> None:
-        log(line)
-        console.print(f"[yellow]{line}[/]")
-
-    model.set_logger(resilient_logger(paths.logs, warn))
-    record = _start_record(plan, request, model)
-    _note_layout(record, game_env)
-    _note_placements(record, game_env)
-    record.save(paths.run_json)
-    _announce(console, log, plan, request, model)
-    if agents_note is not None:
-        log(agents_note)
-        console.print(f"[yellow]{agents_note}[/]")
-    if record.extra.get("cluster"):
-        where = placement_summary(record.extra["cluster"])
-        log(where)
-        console.print(where)
-
-    stop = StopFlag()
-    progress = ProgressReport(console, log, config.timesteps)
-
-    def saved(path: Path) -> None:
-        _note_progress(record, model, progress)
-        record.last_checkpoint = path.name
-        record.save(paths.run_json)
-        if on_checkpoint is not None:
-            on_checkpoint(path, record)
-
-    if game_env is not None and game_env.config.base_port != config.port:
-        shifted = (
-            f"ports {config.port}+ were taken: the games use ports {game_env.config.base_port}+"
-        )
-        log(shifted)
-        console.print(f"[yellow]{shifted}[/]")
-
-    def restarted(count: int) -> None:
-        record.extra["restarts"] = count
-        _note_placements(record, game_env)  # a restart may have moved a game to another node
-
-    def say(line: str) -> None:
-        log(line)
-        console.print(line)
-
-    closers: list[Callable[[], None]] = []
-    evaluations = _periodic_evaluation(config, normalizer, record, log, say, stop, closers)
-
-    health = GameHealth(game_env, log, restarted, warn)
-
-    def found(finding: Finding) -> None:
-        warn(f"health: {finding.message}")
-        record.extra["health"] = [*record.extra.get("health", []), finding.to_dict()][
-            -KEPT_FINDINGS:
-        ]
-        record.save(paths.run_json)
-
-    watch = HealthWatch(config, found, game_env)
-    publishing = _live_publisher(plan, request, model, normalizer, record, log)
-    checkpoints = RotatingCheckpoints(
-        paths.checkpoints, config.checkpoint_every, config.keep_checkpoints, normalizer, saved
-    )
-    status, error, exit_code = "finished", None, 0
-    with _stop_on_signals(stop, console) as received:
-        try:
-            model.learn(
-                total_timesteps=config.timesteps,
-                callback=[
-                    UpdateThreads(config.torch_threads, config.update_threads or _usable_cores()),
-                    stop,
-                    progress,
-                    health,
-                    watch,
-                    checkpoints,
-                    publishing,
-                    *evaluations,
-                    *(extra_callbacks or []),
-                ],
-                reset_num_timesteps=False,
-            )
-        except Interrupted:
-            pass  # the stop requested by the signal, below
-        except BridgeError as exc:
-            status, error, exit_code = "failed", f"a game failed: {exc}", 1
-        except CheckpointError as exc:
-            status, error, exit_code = "failed", str(exc), 1
-        except KeyboardInterrupt:
-            status, error, exit_code = "interrupted", "aborted by a second signal", 130
-        except Exception as exc:
-            # Whatever else breaks inside PPO or a callback (a full disk, a bug, a
-            # library error) ends like a game fault: games closed, final.zip, a status
-            # and its reason in run.json, one line. The traceback goes to train.log.
-            status, error, exit_code = "failed", _describe(exc), 1
-            log("".join(traceback.format_exception(exc)).rstrip())
-        if status == "finished" and stop.reason not in (None, SCORE_REACHED):
-            status = "interrupted"
-            exit_code = (
-                0 if received.get("signal") == signal.SIGINT else 128 + received.get("signal", 0)
-            )
-        health.catch_up()  # restarts after the last step (the one past the limit) count too
-        final_saved = False
-        try:
-            save_checkpoint(model, paths.final, normalizer)
-            record.last_checkpoint = paths.final.name
-            final_saved = True
-        except CheckpointError as exc:
-            status, exit_code = "failed", 1
-            error = f"{error}; also {exc}" if error else str(exc)
-        finally:
-            env.close()
-            for close in closers:
-                close()
-    _note_progress(record, model, progress)
-    record.status, record.error = status, error
-    record.sessions[-1].update(ended_at=now_iso(), status=status, end_timesteps=model.num_timesteps)
-    try:
-        record.save(paths.run_json)
-    except OSError as exc:
-        status, exit_code = "failed", 1
-        error = (
-            f"{error}; also run.json could not be written ({_describe(exc)})"
-            if error
-            else (f"run.json could not be written ({_describe(exc)})")
-        )
-    message = f"run {paths.run} {status} at {model.num_timesteps:,} steps" + (
-        f": {error}" if error else ""
-    )
-    log(message)
-    console.print(
-        ("[green]" if status == "finished" else "[yellow]" if status == "interrupted" else "[red]")
-        + message
-    )
-    return TrainOutcome(status, exit_code, record, error, final_saved)
-
-
-SCORE_REACHED = "score reached"
-"""The stop reason of a run ended by ``--stop-at-score``: it finished, it was not interrupted."""
-STOP_AT_SCORE_EVERY = 50_000
-"""Steps between the evaluations ``--stop-at-score`` needs when ``--eval-every`` is 0."""
-
-
-def _periodic_evaluation(
-    config: TrainConfig,
-    normalizer: VecNormalize | None,
-    record: RunRecord,
-    log: Callable[[str], None],
-    say: Callable[[str], None],
-    stop: StopFlag,
-    closers: list[Callable[[], None]],
-) -> list[BaseCallback]:
-    """``--eval-every`` (and ``--stop-at-score``): evaluations kept in TensorBoard and
-    run.json, on a bundled game's physics, or for a ``--game-bin`` game on one more
-    instance of it through the bridge (closed through ``closers`` at the end)."""
-    every = config.eval_every or (STOP_AT_SCORE_EVERY if config.stop_at_score is not None else 0)
-    if every <= 0:
-        return []
-
-    def keep(steps: int, result: EvalResult) -> None:
-        log(f"evaluation at {steps} steps: {result.line()}")
-        best = record.extra.get("best_evaluation")
-        if best is None or result.mean_reward > best["mean_reward"]:
-            record.extra["best_evaluation"] = {"timesteps": steps, **result.to_dict()}
-        goal = config.stop_at_score
-        score = (
-            result.normalized_score if result.normalized_score is not None else result.mean_reward
-        )
-        if goal is not None and score >= goal and stop.reason is None:
-            what = "normalized score" if result.normalized_score is not None else "mean reward"
-            record.extra["stopped_at_score"] = {"timesteps": steps, "score": score, "goal": goal}
-            say(
-                f"{what} {score:.3f} at {steps:,} steps reached --stop-at-score {goal:g}: ending the run"
-            )
-            stop.request(SCORE_REACHED)
-
-    if config.game_bin is None:
-        settings: Any = game_settings(config.game, config.game_args, config.action_repeat)
-    else:
-        settings = _bridge_evaluator(config, closers)
-    return [PeriodicEvaluation(every, config.eval_episodes, settings, normalizer, keep)]
-
-
 def _bridge_evaluator(
     config: TrainConfig, closers: list[Callable[[], None]]
 ) -> Callable[[Policy, int], EvalResult]:
@@ -596,6 +567,7 @@ def _bridge_evaluator(
 
 
 def _start_record(plan: TrainPlan, request: TrainRequest, model: PPO) -> RunRecord:
+    """The run's record for this session: the previous one continued, or a new one."""
     record = plan.previous or RunRecord(run=plan.paths.run, config=plan.config, parent=plan.parent)
     record.config = plan.config
     record.status = "running"
@@ -603,10 +575,8 @@ def _start_record(plan: TrainPlan, request: TrainRequest, model: PPO) -> RunReco
     record.git_commit = request.git_commit
     record.total_timesteps = model.num_timesteps
     record.resumed_from = str(plan.resume_point.model) if plan.resume_point else None
-    record.extra.update(request.tags)
     # This session's findings and stop (earlier sessions' stay in train.log and TensorBoard).
-    record.extra.pop("health", None)
-    record.extra.pop("stopped_at_score", None)
+    record.extra = replace(record.extra, **request.tags, health=[], stopped_at_score=None)
     record.sessions.append(
         {
             "started_at": now_iso(),
@@ -622,51 +592,8 @@ def _start_record(plan: TrainPlan, request: TrainRequest, model: PPO) -> RunReco
     return record
 
 
-def _live_publisher(
-    plan: TrainPlan,
-    request: TrainRequest,
-    model: PPO,
-    normalizer: VecNormalize | None,
-    record: RunRecord,
-    log: Callable[[str], None],
-) -> PublishBot:
-    """Publishes the policy as it trains, for the live page (``--publish-every``)."""
-    from training.bots import trained_with
-    from training.export import OnnxLayout, build_bot_spec
-
-    def build() -> dict[str, Any]:
-        layout = OnnxLayout.of_game(record.extra.get("game_layout"))
-        return build_bot_spec(
-            model, normalizer, plan.paths.run, request.git_commit, trained_with(plan.config), layout
-        )
-
-    path = live_bot_path(plan.paths.root, plan.paths.run)
-    return PublishBot(plan.config.publish_every, path, build, log)
-
-
-def _note_layout(record: RunRecord, game_env: GameVecEnv | None) -> None:
-    """The game's declared keys, in run.json: an export lays out its ONNX file by them."""
-    if game_env is not None:
-        record.extra["game_layout"] = game_env.env_info.layout()
-
-
-def _note_placements(record: RunRecord, game_env: GameVecEnv | None) -> None:
-    """Where each game instance runs, in run.json, for a run whose games are on a cluster."""
-    cluster = game_env.config.cluster if game_env is not None else None
-    if cluster is not None:
-        record.extra["cluster"] = {"address": cluster.address, "instances": cluster.describe()}
-
-
-def _note_progress(record: RunRecord, model: PPO, progress: ProgressReport) -> None:
-    record.total_timesteps = model.num_timesteps
-    record.extra["last_fps"] = round(progress.last_fps, 1)
-    record.extra["last_reward"] = progress.last_reward
-    record.extra["last_success"] = progress.last_success
-
-
-def _announce(
-    console: Console, log: Callable[[str], None], plan: TrainPlan, request: TrainRequest, model: PPO
-) -> None:
+def _banner(plan: TrainPlan, request: TrainRequest, model: PPO) -> str:
+    """The session's first line: what it trains, on what, for how long, with what."""
     config = plan.config
     game = Path(config.game_bin).name if config.game_bin else config.game
     if config.in_process:
@@ -680,13 +607,12 @@ def _announce(
         if plan.resume_point
         else "new"
     )
-    line = (
+    return (
         f"run {plan.paths.run}: {origin}; {config.num_envs} envs on {where}; "
-        f"{config.timesteps:,} steps; lr={config.learning_rate:g} ent_coef={config.ent_coef:g} device={model.device}"
+        f"{config.timesteps:,} steps; lr={config.learning_rate:g} ent_coef={config.ent_coef:g} "
+        f"device={model.device}"
         + (f"; std reset to {request.reset_std:g}" if request.reset_std is not None else "")
     )
-    log(line)
-    console.print(line)
 
 
 def load_for_inference(model_path: Path) -> tuple[PPO, VecNormalize | None]:
