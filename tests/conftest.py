@@ -137,3 +137,59 @@ def checkout(tmp_path: Path) -> tuple[Path, Path]:
     git(work, "remote", "add", "origin", str(remote))
     git(work, "push", "-q", "-u", "origin", "main")
     return work, remote
+
+
+def lander(
+    home: Path,
+    *args: str,
+    socket: str | None = None,
+    timeout: float = 600,
+    env: dict[str, str] | None = None,
+) -> subprocess.CompletedProcess[str]:
+    """Run the installed CLI in the checkout ``home`` as a user would (no terminal, no
+    standard input); with ``socket``, its tmux is a private server of that name."""
+    env = {**os.environ, **GIT_IDENTITY, "LANDER_HOME": str(home), **(env or {})}
+    if socket:
+        env["LANDER_TMUX_SOCKET"] = socket
+    return subprocess.run(
+        [str(LANDER), *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=timeout,
+        check=False,
+        stdin=subprocess.DEVNULL,
+    )
+
+
+def train_small(home: Path, run: str, *args: str) -> None:
+    """``lander train RUN`` of 512 steps on 2 small games, without git; it must succeed."""
+    trained = lander(
+        home, "train", run, "--no-git", "--timesteps", "512",
+        "--port", str(find_free_port_block(2)), *SMALL, *args, timeout=240,
+    )  # fmt: skip
+    assert trained.returncode == 0, trained.stdout + trained.stderr
+
+
+def background_trainer(home: Path, run: str, *args: str, **env: str) -> subprocess.Popen[str]:
+    """``lander train RUN`` on 2 small games in the background, its output merged in a pipe."""
+    return subprocess.Popen(
+        [str(LANDER), "train", run, "--port", str(find_free_port_block(2)), *SMALL, *args],
+        env={**os.environ, **GIT_IDENTITY, "LANDER_HOME": str(home), **env},
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, stdin=subprocess.DEVNULL,
+    )  # fmt: skip
+
+
+def trainer_pids(run: str) -> list[int]:
+    """The `lander train RUN` trainer processes on this machine (not an `--auto-resume`
+    supervisor, which only waits on its trainer)."""
+    pids = []
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            parts = cmdline.read_bytes().split(b"\0")
+        except OSError:
+            continue
+        wanted = b"cli" in parts and b"train" in parts and run.encode() in parts
+        if wanted and b"--auto-resume" not in parts:
+            pids.append(int(cmdline.parent.name))
+    return pids

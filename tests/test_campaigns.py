@@ -4,25 +4,14 @@ SQLite and a git checkout with a bare remote."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from cli.results import committed_champions
-from tests.conftest import GIT_IDENTITY, REPO_ROOT, SMALL, git
+from tests.conftest import SMALL, git, lander
 from training.run_record import RunRecord
-
-LANDER = REPO_ROOT / ".venv" / "bin" / "lander"
-
-
-def lander(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, **GIT_IDENTITY, "LANDER_HOME": str(home)}
-    return subprocess.run(
-        [str(LANDER), *args], env=env, capture_output=True, text=True, timeout=600, check=False
-    )
 
 
 def test_sweep_runs_trials_adds_more_when_run_again_and_names_the_champion(

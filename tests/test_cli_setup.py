@@ -3,35 +3,22 @@
 from __future__ import annotations
 
 import os
-import subprocess
 from collections.abc import Callable
 from pathlib import Path
 
-from tests.conftest import REPO_ROOT, game_executable, python_game
-
-LANDER = REPO_ROOT / ".venv" / "bin" / "lander"
-
-
-def run_lander(
-    home: Path, *args: str, env: dict[str, str] | None = None
-) -> subprocess.CompletedProcess[str]:
-    """Run the installed CLI against the checkout at ``home``."""
-    full_env = {**os.environ, "LANDER_HOME": str(home), **(env or {})}
-    return subprocess.run(
-        [str(LANDER), *args], capture_output=True, text=True, env=full_env, timeout=120, check=False
-    )
+from tests.conftest import game_executable, lander, python_game
 
 
 def test_setup_writes_an_executable_game_binary_and_passes_the_smoke_test(
     tmp_path: Path, port_block: Callable[[int], int]
 ) -> None:
-    result = run_lander(tmp_path, "setup", "--port", str(port_block(1)))
+    result = lander(tmp_path, "setup", "--port", str(port_block(1)))
     assert result.returncode == 0, result.stdout + result.stderr
     binary = tmp_path / "build" / "lander_game.x86_64"
     assert binary.is_file() and os.access(binary, os.X_OK)
     assert "smoke test" in result.stdout and "100 steps" in result.stdout
     # Safe to run again: nothing to rewrite, still passing.
-    again = run_lander(tmp_path, "setup", "--port", str(port_block(1)))
+    again = lander(tmp_path, "setup", "--port", str(port_block(1)))
     assert again.returncode == 0
     assert "up to date" in again.stdout
 
@@ -39,7 +26,7 @@ def test_setup_writes_an_executable_game_binary_and_passes_the_smoke_test(
 def test_game_binary_is_launchable_by_path_like_a_godot_export(
     tmp_path: Path, port_block: Callable[[int], int]
 ) -> None:
-    assert run_lander(tmp_path, "setup", "--port", str(port_block(1))).returncode == 0
+    assert lander(tmp_path, "setup", "--port", str(port_block(1))).returncode == 0
     from game_bridge.launcher import LaunchConfig
     from game_bridge.vec_env import GameVecEnv
 
@@ -62,7 +49,7 @@ def test_setup_with_a_broken_game_fails_with_a_one_line_reason(
     game = game_executable(
         tmp_path / "broken_game.sh", python_game("faulty_game.py", "--fault=noconnect")
     )
-    result = run_lander(tmp_path, "setup", "--game-bin", str(game), "--port", str(port_block(1)))
+    result = lander(tmp_path, "setup", "--game-bin", str(game), "--port", str(port_block(1)))
     assert result.returncode != 0
     assert "smoke test" in result.stdout and "exited with code 4" in result.stdout
     assert "Traceback" not in result.stdout + result.stderr
@@ -72,7 +59,7 @@ def test_setup_checklist_covers_the_machine_and_remembers_a_game(
     tmp_path: Path, port_block: Callable[[int], int]
 ) -> None:
     game = game_executable(tmp_path / "my_game.x86_64", python_game("godot_style_game.py"))
-    result = run_lander(tmp_path, "setup", "--game-bin", str(game), "--port", str(port_block(1)))
+    result = lander(tmp_path, "setup", "--game-bin", str(game), "--port", str(port_block(1)))
     assert result.returncode == 0, result.stdout + result.stderr
     for check in (
         "python",
@@ -86,7 +73,7 @@ def test_setup_checklist_covers_the_machine_and_remembers_a_game(
     ):
         assert check in result.stdout
     assert "CPU build" in result.stdout or "CUDA" in result.stdout
-    trained = run_lander(
+    trained = lander(
         tmp_path, "train", "mine", "--no-git", "--timesteps", "512", "--n-parallel", "1",
         "--n-steps", "256", "--port", str(port_block(1)),
     )  # fmt: skip

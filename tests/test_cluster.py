@@ -17,8 +17,7 @@ import pytest
 
 from game_bridge.cluster import ClusterError, Node, RelayedInstance, plan_placement
 from game_bridge.relay import PREAMBLE
-from tests.conftest import GIT_IDENTITY, SMALL, git, wait_until
-from tests.test_operations import LANDER, lander
+from tests.conftest import GIT_IDENTITY, LANDER, SMALL, git, lander, wait_until
 from training.eval_records import owns_run
 from training.run_paths import RunPaths
 from training.run_record import RunRecord

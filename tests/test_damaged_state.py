@@ -16,8 +16,17 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-from tests.conftest import GIT_IDENTITY, SMALL, find_free_port_block, git, wait_until
-from tests.test_operations import LANDER, background_trainer, lander, train_small
+from tests.conftest import (
+    GIT_IDENTITY,
+    LANDER,
+    SMALL,
+    background_trainer,
+    find_free_port_block,
+    git,
+    lander,
+    train_small,
+    wait_until,
+)
 
 
 def test_a_pull_that_conflicts_with_an_uncommitted_edit_stops_with_the_edit_in_place(

@@ -21,7 +21,7 @@ from stable_baselines3.common.vec_env import VecNormalize
 
 from cli.results import committed_champions
 from game_bridge.bot_runner import BotFormatError, BotRunner
-from tests.conftest import REPO_ROOT
+from tests.conftest import LANDER, lander
 from training import export as export_module
 from training.bots import bot_target, evaluate_target, run_target
 from training.config import TrainConfig
@@ -34,7 +34,6 @@ from training.run_paths import RunPaths
 from training.run_record import RunRecord
 from training.trainer import TrainRequest, train
 
-LANDER = REPO_ROOT / ".venv" / "bin" / "lander"
 QUIET = Console(file=open(os.devnull, "w"))  # noqa: SIM115 (lives for the whole module)
 
 
@@ -225,17 +224,10 @@ def test_normalization_baselines_hold_on_episodes_they_were_not_measured_on() ->
     assert random.normalized_score == pytest.approx(0.0, abs=0.05)
 
 
-def run_cli(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "LANDER_HOME": str(home)}
-    return subprocess.run(
-        [str(LANDER), *args], capture_output=True, text=True, env=env, timeout=300, check=False
-    )
-
-
 def test_train_flow_exports_evaluates_and_play_records_headless(
     tmp_path: Path, port_block: Callable[[int], int]
 ) -> None:
-    result = run_cli(
+    result = lander(
         tmp_path, "train", "flow", "--no-git", "--timesteps", "4096", "--n-parallel", "2",
         "--agents-per-instance", "2", "--n-steps", "1024", "--port", str(port_block(2)),
     )  # fmt: skip
@@ -246,13 +238,13 @@ def test_train_flow_exports_evaluates_and_play_records_headless(
     records = read_records([tmp_path / "checkpoints" / "flow" / "evaluations.jsonl"])
     assert [record.run for record in records] == ["flow"]
     assert committed_champions(tmp_path)["lander"].bot == "bots/flow.json"
-    evaluated = run_cli(tmp_path, "eval", "flow", "--episodes", "8")
+    evaluated = lander(tmp_path, "eval", "flow", "--episodes", "8")
     assert evaluated.returncode == 0
     line = evaluated.stdout.strip().splitlines()[0]
     assert line.startswith("mean_reward=") and "std_reward=" in line and "success_rate=" in line
     assert "normalized_score=" in line
     for picture in ("flight.png", "flight.gif"):
-        played = run_cli(
+        played = lander(
             tmp_path,
             "play",
             str(tmp_path / "bots" / "flow.json"),

@@ -18,8 +18,7 @@ from typing import Any
 import libtmux
 import pytest
 
-from tests.conftest import GIT_IDENTITY, git
-from tests.test_operations import LANDER, lander, train_small
+from tests.conftest import GIT_IDENTITY, LANDER, git, lander, train_small
 
 
 def lander_bot(run: str = "r1", **changes: Any) -> dict[str, Any]:

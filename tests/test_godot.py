@@ -18,22 +18,14 @@ from PIL import Image
 from game_bridge.bot_runner import BotRunner
 from game_bridge.launcher import LaunchConfig
 from game_bridge.vec_env import GameVecEnv
-from tests.conftest import REPO_ROOT, wait_until
+from tests.conftest import REPO_ROOT, lander, wait_until
 from training.run_record import RunRecord, write_json_atomic
 
 GODOT_GAME = REPO_ROOT / "examples" / "godot_lander" / "lander.x86_64"
-LANDER = REPO_ROOT / ".venv" / "bin" / "lander"
 pytestmark = pytest.mark.skipif(
     shutil.which(os.environ.get("GODOT_BIN", "godot3-server")) is None,
     reason="no Godot engine (godot3-server)",
 )
-
-
-def lander(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "LANDER_HOME": str(home)}
-    return subprocess.run(
-        [str(LANDER), *args], env=env, capture_output=True, text=True, timeout=600, check=False
-    )
 
 
 def test_godot_game_speaks_the_protocol_with_floats_and_truncation(

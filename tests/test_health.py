@@ -14,8 +14,7 @@ import libtmux
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from cli.tmux_sessions import session_name, window_alive
-from tests.conftest import find_free_port_block, wait_until
-from tests.test_operations import lander, trainer_pids
+from tests.conftest import find_free_port_block, lander, trainer_pids, wait_until
 from training.config import TrainConfig
 from training.health import HealthMonitor, RolloutStats
 

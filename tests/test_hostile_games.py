@@ -28,8 +28,8 @@ from game_bridge.launcher import LaunchConfig
 from game_bridge.peer_check import connected_by
 from game_bridge.vec_env import GameVecEnv
 from tests.conftest import (
+    LANDER,
     LANDER_GAME,
-    REPO_ROOT,
     find_free_port_block,
     game_executable,
     python_game,
@@ -40,7 +40,6 @@ from training.checkpoints import find_resume_point
 from training.run_record import RunRecord
 from training.trainer import TrainRequest, train
 
-LANDER = REPO_ROOT / ".venv" / "bin" / "lander"
 QUIET = Console(file=open(os.devnull, "w"))  # noqa: SIM115 (lives for the whole module)
 
 

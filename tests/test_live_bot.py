@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from game_bridge.bot_runner import BotRunner
-from tests.test_operations import lander
+from tests.conftest import lander
 from training.callbacks import PublishBot
 from training.local_state import live_bot_path
 

@@ -13,59 +13,16 @@ from pathlib import Path
 import libtmux
 
 from cli.tmux_sessions import session_name, window_alive
-from tests.conftest import GIT_IDENTITY, REPO_ROOT, SMALL, find_free_port_block, git, wait_until
-
-LANDER = REPO_ROOT / ".venv" / "bin" / "lander"
-
-
-def lander(
-    home: Path, *args: str, socket: str | None = None, timeout: float = 300
-) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, **GIT_IDENTITY, "LANDER_HOME": str(home)}
-    if socket:
-        env["LANDER_TMUX_SOCKET"] = socket
-    return subprocess.run(
-        [str(LANDER), *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=timeout,
-        check=False,
-        stdin=subprocess.DEVNULL,
-    )
-
-
-def train_small(home: Path, run: str, *args: str) -> None:
-    """``lander train RUN`` of 512 steps on 2 small games, without git; it must succeed."""
-    trained = lander(
-        home, "train", run, "--no-git", "--timesteps", "512",
-        "--port", str(find_free_port_block(2)), *SMALL, *args, timeout=240,
-    )  # fmt: skip
-    assert trained.returncode == 0, trained.stdout + trained.stderr
-
-
-def background_trainer(home: Path, run: str, *args: str, **env: str) -> subprocess.Popen[str]:
-    """``lander train RUN`` on 2 small games in the background, its output merged in a pipe."""
-    return subprocess.Popen(
-        [str(LANDER), "train", run, "--port", str(find_free_port_block(2)), *SMALL, *args],
-        env={**os.environ, **GIT_IDENTITY, "LANDER_HOME": str(home), **env},
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, stdin=subprocess.DEVNULL,
-    )  # fmt: skip
-
-
-def trainer_pids(run: str) -> list[int]:
-    """The `lander train RUN` trainer processes on this machine (not an `--auto-resume`
-    supervisor, which only waits on its trainer)."""
-    pids = []
-    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
-        try:
-            parts = cmdline.read_bytes().split(b"\0")
-        except OSError:
-            continue
-        wanted = b"cli" in parts and b"train" in parts and run.encode() in parts
-        if wanted and b"--auto-resume" not in parts:
-            pids.append(int(cmdline.parent.name))
-    return pids
+from tests.conftest import (
+    GIT_IDENTITY,
+    LANDER,
+    SMALL,
+    find_free_port_block,
+    git,
+    lander,
+    trainer_pids,
+    wait_until,
+)
 
 
 def trainer_processes(run: str) -> int:

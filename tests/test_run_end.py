@@ -16,8 +16,7 @@ import subprocess
 import threading
 from pathlib import Path
 
-from tests.conftest import git, wait_until
-from tests.test_operations import background_trainer
+from tests.conftest import background_trainer, git, wait_until
 
 
 def _hanging_push_remote(work: Path, remote: Path) -> Path:
@@ -120,8 +119,8 @@ def test_stop_fails_when_the_run_ended_without_its_bot(
     checkout: tuple[Path, Path], tmux_socket: str
 ) -> None:
     """Finding 7: ``stop`` printed ✗ lines and exited 0; now a missing result is an error."""
+    from tests.conftest import lander
     from tests.test_health import start_small
-    from tests.test_operations import lander
 
     work, _ = checkout
     start_small(work, "nobot", tmux_socket, "--timesteps", "10000000")

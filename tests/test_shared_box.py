@@ -14,9 +14,8 @@ from pathlib import Path
 import libtmux
 
 from cli.tmux_sessions import session_name, window_alive
-from tests.conftest import SMALL, git, wait_until
+from tests.conftest import SMALL, background_trainer, git, lander, trainer_pids, wait_until
 from tests.test_health import start_small
-from tests.test_operations import background_trainer, lander, trainer_pids
 
 
 def test_a_second_clone_neither_sees_nor_stops_the_first_ones_run(

@@ -6,103 +6,15 @@ the same steps on either transport."""
 from __future__ import annotations
 
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from game_bridge.errors import FrameTooLarge, InstanceDied, InstanceTimeout, ProtocolViolation
 from game_bridge.launcher import LaunchConfig
 from game_bridge.vec_env import GameVecEnv
 from games import launch_settings
-from tests.conftest import LANDER_GAME, find_free_port_block, python_game
-
-READ_TIMEOUT = 2.0
-LINE_LIMIT = 100_000
-
-
-def stdio_config(*game_args: str, n_instances: int = 2, **options: object) -> LaunchConfig:
-    return LaunchConfig(
-        command=python_game("faulty_stdio_game.py", *game_args),
-        n_instances=n_instances,
-        transport="stdio",
-        read_timeout=READ_TIMEOUT,
-        max_frame_bytes=LINE_LIMIT,
-        **options,  # type: ignore[arg-type]
-    )
-
-
-FAULTS = [
-    ("die", InstanceDied, "\\(exit code 3\\); last output: injecting fault die"),
-    ("eof", InstanceDied, "the game closed its standard output"),
-    ("hang", InstanceTimeout, "no reply within 2 s"),
-    ("trickle", InstanceTimeout, "no reply within 2 s"),
-    ("oversize", FrameTooLarge, f"limit is {LINE_LIMIT} bytes"),
-    ("garbage", ProtocolViolation, "malformed JSON .*debug: the player jumped"),
-    ("wrongcount", ProtocolViolation, "for 2 agents"),
-]
-
-
-@pytest.mark.parametrize(("fault", "error", "text"), FAULTS, ids=[f[0] for f in FAULTS])
-def test_each_fault_ends_within_its_deadline_with_a_named_error(
-    fault: str, error: type[Exception], text: str
-) -> None:
-    env = GameVecEnv(stdio_config(f"--fault={fault}", "--after=3"))
-    try:
-        env.reset()
-        for _ in range(3):
-            env.step(np.zeros((4, 1), dtype=np.float32))
-        started = time.monotonic()
-        with pytest.raises(error, match=text) as caught:
-            env.step(np.zeros((4, 1), dtype=np.float32))
-        assert time.monotonic() - started < READ_TIMEOUT + 2.0
-        assert str(caught.value).startswith("game instance 0: ")
-    finally:
-        env.close()
-    assert all(instance.exit_code() is not None for instance in env.instances)
-
-
-@pytest.mark.parametrize("fault", ["die", "hang", "garbage", "oversize", "eof"])
-def test_a_faulty_stdio_game_is_restarted_and_its_episodes_end_truncated(
-    tmp_path: Path, fault: str
-) -> None:
-    env = GameVecEnv(
-        stdio_config(f"--fault={fault}", "--after=3", f"--once_marker={tmp_path}"),
-        max_restarts_per_minute=5,
-    )
-    try:
-        env.reset()
-        pids = [instance.process.pid for instance in env.instances if instance.process]
-        for _ in range(3):
-            env.step(np.zeros((4, 1), dtype=np.float32))
-        obs, rewards, dones, infos = env.step(np.zeros((4, 1), dtype=np.float32))
-        assert dones.all() and not rewards.any()
-        assert all(info["TimeLimit.truncated"] for info in infos)
-        assert all(np.array_equal(info["terminal_observation"], [0.0, 0.0]) for info in infos)
-        assert len(env.restarts) == 2
-        assert [i.process.pid for i in env.instances if i.process] != pids
-        for _ in range(20):  # training goes on with the restarted games
-            obs, _, dones, _ = env.step(np.zeros((4, 1), dtype=np.float32))
-        assert not dones.any() and obs.shape == (4, 2)
-    finally:
-        env.close()
-
-
-def test_a_game_that_exits_before_env_info_is_reported_at_once_with_its_stderr() -> None:
-    started = time.monotonic()
-    with pytest.raises(InstanceDied, match=r"exit code 4.*giving up before env_info"):
-        GameVecEnv(stdio_config("--fault=silent", n_instances=1))
-    assert time.monotonic() - started < 5.0
-
-
-def test_a_game_that_ignores_close_is_killed() -> None:
-    env = GameVecEnv(stdio_config("--ignore_close=1", n_instances=1))
-    env.reset()
-    started = time.monotonic()
-    env.close()
-    assert time.monotonic() - started < 10.0
-    assert env.instances[0].exit_code() is not None
+from tests.conftest import LANDER_GAME, find_free_port_block
 
 
 @pytest.mark.parametrize("game", ["stroke", "lander"])
@@ -177,8 +89,7 @@ def test_the_minimal_game_in_the_docs_trains_over_stdio(tmp_path: Path) -> None:
     import json
 
     from game_bridge.bot_runner import BotRunner
-    from tests.conftest import REPO_ROOT
-    from tests.test_operations import lander
+    from tests.conftest import REPO_ROOT, lander
 
     text = (REPO_ROOT / "docs" / "protocol.md").read_text()
     block = text.split("<!-- stdio-example -->", 1)[1].split("```python\n", 1)[1]

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.test_operations import lander
+from tests.conftest import lander
 
 
 def score_of(result: subprocess.CompletedProcess[str]) -> float:

@@ -17,7 +17,7 @@ from stable_baselines3 import PPO
 from stable_baselines3.common.callbacks import BaseCallback
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-from tests.conftest import REPO_ROOT, game_executable, python_game, wait_until
+from tests.conftest import LANDER, game_executable, lander, python_game, wait_until
 from training.callbacks import ProgressReport
 from training.checkpoints import CheckpointError, rotating_checkpoints
 from training.config import ConfigError
@@ -26,7 +26,6 @@ from training.policy_tweaks import PolicyTweakError, reset_action_std
 from training.run_record import RunRecord
 from training.trainer import RunExists, TrainRequest, load_for_inference, train
 
-LANDER = REPO_ROOT / ".venv" / "bin" / "lander"
 QUIET = Console(file=open(os.devnull, "w"))  # noqa: SIM115 (lives for the whole module)
 
 
@@ -285,13 +284,6 @@ def test_a_game_that_dies_ends_the_run_cleanly_with_final_saved(
     assert RunRecord.load(tmp_path / "checkpoints" / "dies" / "run.json").status == "failed"
 
 
-def run_cli(home: Path, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "LANDER_HOME": str(home)}
-    return subprocess.run(
-        [str(LANDER), *args], capture_output=True, text=True, env=env, timeout=timeout, check=False
-    )
-
-
 @pytest.mark.parametrize(
     ("args", "message"),
     [
@@ -311,7 +303,7 @@ def run_cli(home: Path, *args: str, timeout: float = 120) -> subprocess.Complete
 def test_cli_user_mistakes_give_one_red_line_and_write_nothing(
     tmp_path: Path, args: list[str], message: str
 ) -> None:
-    result = run_cli(tmp_path, *args)
+    result = lander(tmp_path, *args)
     assert result.returncode != 0
     assert message in result.stderr
     assert "Traceback" not in result.stderr + result.stdout

@@ -19,8 +19,7 @@ import pytest
 
 from game_bridge.bot_runner import BotRunner
 from games.lander.physics import LanderPhysics
-from tests.conftest import GIT_IDENTITY, find_free_port_block, wait_until
-from tests.test_operations import LANDER, lander
+from tests.conftest import GIT_IDENTITY, LANDER, find_free_port_block, lander, wait_until
 from training.local_state import live_bot_path
 from training.run_record import write_bytes_atomic, write_json_atomic
 

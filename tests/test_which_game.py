@@ -8,8 +8,7 @@ import subprocess
 from collections.abc import Callable
 from pathlib import Path
 
-from tests.conftest import game_executable, python_game
-from tests.test_operations import lander
+from tests.conftest import game_executable, lander, python_game
 from training.run_paths import RunPaths
 from training.run_record import RunRecord
 

@@ -1,11 +1,15 @@
-"""A protocol game that misbehaves on purpose after ``--after`` good steps.
+"""A protocol game that misbehaves on purpose after ``--after`` good steps, over either
+transport: TCP frames on ``--port`` (the default), or JSON lines on stdin and stdout
+when the trainer passes ``--transport=stdio``. Written from the protocol text alone.
 
-``--fault=`` one of: eof (closes the socket), die (exits with code 3),
-hang (stops answering), oversize (announces a 2 GB frame), badjson (sends
-bytes that are not JSON), wrongtype (replies with type "reset" to an action),
-wrongcount (replies for one agent too few), noconnect (exits before connecting),
-none (behaves). ``--ignore_close=1`` makes it ignore the close message.
-``--once_marker=DIR`` makes each port fault only once (a restarted game behaves).
+``--fault=`` one of: eof (closes its end), die (exits with code 3), hang (stops
+answering), oversize (a frame past any limit: a 2 GB length prefix, or a 300,000-byte
+line), badjson (a message that is not JSON), wrongtype (replies with type "reset" to an
+action), wrongcount (replies for one agent too few), trickle (a valid reply one byte
+every 0.2 s), huge (finite in JSON, infinite as float32), noconnect (exits with code 4
+before connecting, or before answering env_info on stdio), none (behaves).
+``--ignore_close=1`` ignores the close message. ``--once_marker=DIR`` makes each
+instance (by its seed) fault only once: a restarted game behaves.
 """
 
 import json
@@ -15,106 +19,139 @@ import struct
 import sys
 import time
 
-from wire import arg, messages, send, send_small_env_info
+from wire import arg, messages, send
+
+AGENTS = 2
+GARBAGE = b"debug: the player jumped"
+
+
+class Tcp:
+    """Frames of a 4-byte little-endian length and JSON, on a connection to the trainer."""
+
+    def __init__(self):
+        self.sock = socket.create_connection(("127.0.0.1", int(arg("port", "11008"))))
+
+    def messages(self):
+        return messages(self.sock)
+
+    def send(self, message):
+        send(self.sock, message)
+
+    def raw(self, data):
+        self.sock.sendall(data)
+
+    def frame(self, body):
+        return struct.pack("<I", len(body)) + body
+
+    def oversize(self):
+        self.raw(struct.pack("<I", 2_000_000_000))
+
+    def close(self):
+        self.sock.close()
+
+
+class Stdio:
+    """One JSON message a line: the trainer's on stdin, the game's on stdout."""
+
+    def messages(self):
+        for line in sys.stdin:
+            message = json.loads(line)
+            if message["type"] != "handshake":
+                yield message
+
+    def send(self, message):
+        self.raw((json.dumps(message) + "\n").encode())
+
+    def raw(self, data):
+        sys.stdout.buffer.write(data)
+        sys.stdout.flush()
+
+    def frame(self, body):
+        return body + b"\n"
+
+    def oversize(self):
+        self.raw(b"x" * 300_000)
+
+    def close(self):
+        sys.stdout.close()
+        os.close(1)
+
+
+def step_reply(agents=AGENTS, value=0.0):
+    return {
+        "type": "step",
+        "obs": [{"obs": [value, value]} for _ in range(agents)],
+        "reward": [value] * agents,
+        "done": [False] * agents,
+        "info": [{}] * agents,
+    }
+
+
+def inject(channel, fault):
+    """Misbehave in the way ``fault`` names, then linger (or end) as a broken game would."""
+    print(f"injecting fault {fault}", file=sys.stderr, flush=True)
+    if fault == "die":
+        os._exit(3)
+    if fault == "eof":
+        channel.close()
+    elif fault == "oversize":
+        channel.oversize()
+    elif fault == "badjson":
+        channel.raw(channel.frame(GARBAGE))
+    elif fault == "wrongtype":
+        channel.send({"type": "reset", "obs": step_reply()["obs"], "info": [{}] * AGENTS})
+    elif fault == "wrongcount":
+        channel.send(step_reply(AGENTS - 1))
+    elif fault == "huge":
+        channel.send(step_reply(value=1e300))
+    elif fault == "trickle":
+        for byte in channel.frame(json.dumps(step_reply()).encode()):
+            channel.raw(bytes([byte]))
+            time.sleep(0.2)
+    time.sleep(600 if fault == "hang" else 60)
 
 
 def main():
-    fault = arg("fault", "eof")
+    fault = arg("fault", "none")
     after = int(arg("after", "3"))
-    agents = 2
-    if fault == "noconnect":
-        print("giving up before connecting", flush=True)
+    stdio = arg("transport", "tcp") == "stdio"
+    marker_dir = arg("once_marker", "")
+    marker = os.path.join(marker_dir, arg("env_seed", "0")) if marker_dir else ""
+    if marker and os.path.exists(marker):
+        fault = "none"  # this instance already failed once: behave now
+    if fault == "noconnect" and not stdio:
+        print("giving up before connecting", file=sys.stderr, flush=True)
         sys.exit(4)
-    sock = socket.create_connection(("127.0.0.1", int(arg("port", "11008"))))
+    channel = Stdio() if stdio else Tcp()
     good_steps = 0
-    obs = [{"obs": [0.0, 0.0]} for _ in range(agents)]
-    for message in messages(sock):
+    for message in channel.messages():
         kind = message["type"]
         if kind == "close":
             if arg("ignore_close", "0") == "1":
                 time.sleep(600)
             return
         if kind == "env_info":
-            send_small_env_info(sock, agents)
+            if fault == "noconnect":
+                print("giving up before env_info", file=sys.stderr, flush=True)
+                sys.exit(4)
+            channel.send(
+                {
+                    "type": "env_info",
+                    "observation_space": {"obs": {"size": [2], "space": "box"}},
+                    "action_space": {"move": {"size": 1, "action_type": "continuous"}},
+                    "n_agents": AGENTS,
+                }
+            )
         elif kind == "reset":
-            send(sock, {"type": "reset", "obs": obs, "info": [{}] * agents})
+            channel.send({"type": "reset", "obs": step_reply()["obs"], "info": [{}] * AGENTS})
         elif kind == "action":
-            marker = arg("once_marker", "")
-            if marker and os.path.exists(os.path.join(marker, arg("port", "0"))):
-                fault = "none"  # this port already failed once: behave now
             if good_steps >= after and fault != "none":
                 if marker:
-                    open(os.path.join(marker, arg("port", "0")), "w").close()
-                print(f"injecting fault {fault}", flush=True)
-                if fault == "eof":
-                    sock.close()
-                    time.sleep(60)
-                    return
-                if fault == "die":
-                    os._exit(3)
-                if fault == "hang":
-                    time.sleep(600)
-                    return
-                if fault == "oversize":
-                    sock.sendall(struct.pack("<I", 2_000_000_000))
-                    time.sleep(60)
-                    return
-                if fault == "badjson":
-                    body = b"{not json at all"
-                    sock.sendall(struct.pack("<I", len(body)) + body)
-                    time.sleep(60)
-                    return
-                if fault == "wrongtype":
-                    send(sock, {"type": "reset", "obs": obs, "info": [{}] * agents})
-                    time.sleep(60)
-                    return
-                if fault == "trickle":  # a valid reply, one byte every 0.2 s
-                    body = json.dumps(
-                        {"type": "step", "obs": obs, "reward": [0.0] * agents,
-                         "done": [False] * agents, "info": [{}] * agents}
-                    ).encode()  # fmt: skip
-                    for byte in struct.pack("<I", len(body)) + body:
-                        sock.sendall(bytes([byte]))
-                        time.sleep(0.2)
-                    time.sleep(60)
-                    return
-                if fault == "huge":  # finite in JSON, infinite as the float32 PPO trains on
-                    send(
-                        sock,
-                        {
-                            "type": "step",
-                            "obs": [{"obs": [1e300] * len(o["obs"])} for o in obs],
-                            "reward": [1e300] * agents,
-                            "done": [False] * agents,
-                            "info": [{}] * agents,
-                        },
-                    )
-                    time.sleep(60)
-                    return
-                if fault == "wrongcount":
-                    send(
-                        sock,
-                        {
-                            "type": "step",
-                            "obs": obs[:1],
-                            "reward": [0.0],
-                            "done": [False],
-                            "info": [{}],
-                        },
-                    )
-                    time.sleep(60)
-                    return
+                    open(marker, "w").close()
+                inject(channel, fault)
+                return
             good_steps += 1
-            send(
-                sock,
-                {
-                    "type": "step",
-                    "obs": obs,
-                    "reward": [0.0] * agents,
-                    "done": [False] * agents,
-                    "info": [{}] * agents,
-                },
-            )
+            channel.send(step_reply())
 
 
 if __name__ == "__main__":
