@@ -20,6 +20,7 @@ from rich.text import Text
 from game_bridge.bot_runner import BotRunner
 from games.lander.physics import (
     HEIGHT,
+    OBS_SIZE,
     POS_SCALE,
     TICKS_PER_SECOND,
     WIDTH,
@@ -317,9 +318,9 @@ class RemoteFlight:
     """
 
     def __init__(self, env: Any) -> None:
-        if env.observation_space.shape != (7,):
+        if env.observation_space.shape != (OBS_SIZE,):
             raise ValueError(
-                f"play draws games with the lander observation layout (7 values), not {env.observation_space}"
+                f"play draws games with the lander observation layout ({OBS_SIZE} values), not {env.observation_space}"
             )
         self.env = env
         self.n_agents = env.num_envs
