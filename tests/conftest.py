@@ -193,3 +193,51 @@ def trainer_pids(run: str) -> list[int]:
         if wanted and b"--auto-resume" not in parts:
             pids.append(int(cmdline.parent.name))
     return pids
+
+
+def faulty(tmp_path: Path, fault: str, after: int = 3, once: bool = True) -> list[str]:
+    """The faulty test game with ``fault`` after ``after`` good steps (once per instance)."""
+    marker = tmp_path / "markers"
+    marker.mkdir(exist_ok=True)
+    extra = [f"--once_marker={marker}"] if once else []
+    return python_game("faulty_game.py", f"--fault={fault}", f"--after={after}", *extra)
+
+
+def godot_style(home: Path, *args: str) -> Path:
+    """The Godot-style test game with ``args``, as an executable in ``home``."""
+    return game_executable(home / "game.x86_64", python_game("godot_style_game.py", *args))
+
+
+def train_briefly(
+    home: Path, run: str, game: Path, port: int, *flags: str
+) -> subprocess.CompletedProcess[str]:
+    """``lander train RUN`` for a few rollouts on ``game`` (one instance of 2 agents unless
+    ``flags`` say otherwise)."""
+    return lander(
+        home, "train", run, "--game-bin", str(game), "--n-parallel", "1",
+        "--agents-per-instance", "2", "--timesteps", "128", "--n-steps", "32",
+        "--port", str(port), *flags,
+    )  # fmt: skip
+
+
+def start_small(work: Path, run: str, tmux_socket: str, *flags: str) -> None:
+    """``lander start RUN`` with 2 games of 4 agents (auto-resume is start's default)."""
+    started = lander(
+        work, "start", run, "--n-parallel", "2", "--agents-per-instance", "4", "--no-git",
+        "--port", str(find_free_port_block(2)), "--tb-host", "127.0.0.1",
+        "--tb-port", str(find_free_port_block(1)), *flags, socket=tmux_socket,
+    )  # fmt: skip
+    assert started.returncode == 0, started.stdout + started.stderr
+
+
+def tensorboard_steps(folder: Path, tag: str) -> list[tuple[int, float]]:
+    """Every (step, value) of a scalar across all event files in ``folder`` (not subfolders)."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    points: list[tuple[int, float]] = []
+    for events in sorted(folder.glob("events.out.tfevents.*")):
+        accumulator = EventAccumulator(str(events))
+        accumulator.Reload()
+        if tag in accumulator.Tags()["scalars"]:
+            points.extend((e.step, e.value) for e in accumulator.Scalars(tag))
+    return sorted(points)

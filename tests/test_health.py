@@ -14,7 +14,7 @@ import libtmux
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from cli.tmux_sessions import session_name, window_alive
-from tests.conftest import find_free_port_block, lander, trainer_pids, wait_until
+from tests.conftest import find_free_port_block, lander, start_small, trainer_pids, wait_until
 from training.config import TrainConfig
 from training.health import HealthMonitor, RolloutStats
 
@@ -71,16 +71,6 @@ def _tensorboard_steps(work: Path, run: str) -> list[int]:
     events = EventAccumulator(str(work / "logs" / run))
     events.Reload()
     return [event.step for event in events.Scalars("time/fps")]
-
-
-def start_small(work: Path, run: str, tmux_socket: str, *flags: str) -> None:
-    """``lander start RUN`` with 2 games of 4 agents (auto-resume is start's default)."""
-    started = lander(
-        work, "start", run, "--n-parallel", "2", "--agents-per-instance", "4", "--no-git",
-        "--port", str(find_free_port_block(2)), "--tb-host", "127.0.0.1",
-        "--tb-port", str(find_free_port_block(1)), *flags, socket=tmux_socket,
-    )  # fmt: skip
-    assert started.returncode == 0, started.stdout + started.stderr
 
 
 def test_a_sigkilled_trainer_comes_back_by_itself_and_its_counters_continue(

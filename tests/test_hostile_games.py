@@ -30,12 +30,12 @@ from game_bridge.vec_env import GameVecEnv
 from tests.conftest import (
     LANDER,
     LANDER_GAME,
+    faulty,
     find_free_port_block,
     game_executable,
     python_game,
     wait_until,
 )
-from tests.test_reliability import faulty
 from training.checkpoints import find_resume_point
 from training.run_record import RunRecord
 from training.trainer import TrainRequest, train

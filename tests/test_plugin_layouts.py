@@ -19,9 +19,8 @@ from stable_baselines3 import PPO
 
 from game_bridge.bot_runner import BotRunner
 from game_bridge.spaces import ActionCodec, ActionEntry
-from tests.conftest import REPO_ROOT, git, lander
+from tests.conftest import REPO_ROOT, git, godot_style, lander, train_briefly
 from tests.plugin_decode import PluginInference
-from tests.test_which_game import godot_style, train_briefly
 from training.errors import ExportError
 from training.export import MAX_IR_VERSION, ONNX_OPSET, OnnxLayout, export_policy
 

@@ -38,10 +38,10 @@ from tests.conftest import (
     LANDER,
     LANDER_GAME,
     SMALL,
+    faulty,
     game_executable,
     git,
     lander,
-    python_game,
     wait_until,
 )
 from training import run_record
@@ -50,13 +50,6 @@ from training.run_record import RunRecord
 from training.trainer import TrainRequest, train
 
 QUIET = Console(file=open(os.devnull, "w"))  # noqa: SIM115 (lives for the whole module)
-
-
-def faulty(tmp_path: Path, fault: str, after: int = 3, once: bool = True) -> list[str]:
-    marker = tmp_path / "markers"
-    marker.mkdir(exist_ok=True)
-    extra = [f"--once_marker={marker}"] if once else []
-    return python_game("faulty_game.py", f"--fault={fault}", f"--after={after}", *extra)
 
 
 def test_too_many_restarts_stop_with_the_instance_and_its_last_output(
@@ -91,7 +84,7 @@ def test_training_survives_a_crashing_game_and_counts_the_restart(
     assert outcome.record.extra["restarts"] == 2
     log = (tmp_path / "logs" / "survivor" / "train.log").read_text()
     assert "restarted game instance 0" in log and "restarted game instance 1" in log
-    from tests.test_training import tensorboard_steps
+    from tests.conftest import tensorboard_steps
 
     assert (
         max(

@@ -119,8 +119,7 @@ def test_stop_fails_when_the_run_ended_without_its_bot(
     checkout: tuple[Path, Path], tmux_socket: str
 ) -> None:
     """Finding 7: ``stop`` printed ✗ lines and exited 0; now a missing result is an error."""
-    from tests.conftest import lander
-    from tests.test_health import start_small
+    from tests.conftest import lander, start_small
 
     work, _ = checkout
     start_small(work, "nobot", tmux_socket, "--timesteps", "10000000")

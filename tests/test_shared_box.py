@@ -14,8 +14,15 @@ from pathlib import Path
 import libtmux
 
 from cli.tmux_sessions import session_name, window_alive
-from tests.conftest import SMALL, background_trainer, git, lander, trainer_pids, wait_until
-from tests.test_health import start_small
+from tests.conftest import (
+    SMALL,
+    background_trainer,
+    git,
+    lander,
+    start_small,
+    trainer_pids,
+    wait_until,
+)
 
 
 def test_a_second_clone_neither_sees_nor_stops_the_first_ones_run(

@@ -15,9 +15,15 @@ import torch
 from rich.console import Console
 from stable_baselines3 import PPO
 from stable_baselines3.common.callbacks import BaseCallback
-from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-from tests.conftest import LANDER, game_executable, lander, python_game, wait_until
+from tests.conftest import (
+    LANDER,
+    game_executable,
+    lander,
+    python_game,
+    tensorboard_steps,
+    wait_until,
+)
 from training.callbacks import ProgressReport
 from training.checkpoints import CheckpointError, rotating_checkpoints
 from training.config import ConfigError
@@ -42,17 +48,6 @@ def small_run(port: int, **extra: Any) -> dict[str, Any]:
         "port": port,
         **extra,
     }
-
-
-def tensorboard_steps(folder: Path, tag: str) -> list[tuple[int, float]]:
-    """Every (step, value) of a scalar across all event files in ``folder`` (not subfolders)."""
-    points: list[tuple[int, float]] = []
-    for events in sorted(folder.glob("events.out.tfevents.*")):
-        accumulator = EventAccumulator(str(events))
-        accumulator.Reload()
-        if tag in accumulator.Tags()["scalars"]:
-            points.extend((e.step, e.value) for e in accumulator.Scalars(tag))
-    return sorted(points)
 
 
 def test_short_run_leaves_checkpoints_final_run_json_and_tensorboard_events(

@@ -4,30 +4,12 @@ that declares its own number of agents, and one that never reports success."""
 from __future__ import annotations
 
 import json
-import subprocess
 from collections.abc import Callable
 from pathlib import Path
 
-from tests.conftest import game_executable, lander, python_game
+from tests.conftest import godot_style, lander, train_briefly
 from training.run_paths import RunPaths
 from training.run_record import RunRecord
-
-
-def godot_style(home: Path, *args: str) -> Path:
-    """The Godot-style test game with ``args``, as an executable in ``home``."""
-    return game_executable(home / "game.x86_64", python_game("godot_style_game.py", *args))
-
-
-def train_briefly(
-    home: Path, run: str, game: Path, port: int, *flags: str
-) -> subprocess.CompletedProcess[str]:
-    """``lander train RUN`` for a few rollouts on ``game`` (one instance of 2 agents unless
-    ``flags`` say otherwise)."""
-    return lander(
-        home, "train", run, "--game-bin", str(game), "--n-parallel", "1",
-        "--agents-per-instance", "2", "--timesteps", "128", "--n-steps", "32",
-        "--port", str(port), *flags,
-    )  # fmt: skip
 
 
 def test_random_policy_on_a_game_binary_plays_that_game(
