@@ -10,7 +10,7 @@ from pathlib import Path
 
 from cli.console import console, fail, how
 from cli.dashboard import choose_dashboard, dashboard_url, free_port
-from cli.git_sync import keep_out_of_git, let_into_git, run_paths_to_stage
+from cli.git_sync import keep_out_of_git, kept_out_of_git, let_into_git, run_paths_to_stage
 from cli.publishing import in_git, publish_files
 from cli.tmux_sessions import (
     TRAIN_WINDOW,
@@ -169,11 +169,15 @@ def _let_trial_in(root: Path, run: str, record: RunRecord) -> None:
     """A trial of a ``--no-git`` sweep is kept out with all its sweep's trials: lift that,
     and keep the other trials out one by one."""
     sweep = record.extra.sweep
-    if sweep is None or not let_into_git(root, f"{sweep.get('name')}-t*"):
+    if sweep is None:
         return
-    for path in (root / "checkpoints").glob(f"{sweep.get('name')}-t*/run.json"):
-        if path.parent.name != run and not in_git(RunPaths(root, path.parent.name)):
-            keep_out_of_git(root, path.parent.name)
+    pattern = f"{sweep.get('name')}-t*"
+    trials = [path.parent.name for path in (root / "checkpoints").glob(f"{pattern}/run.json")]
+    kept = [trial for trial in trials if trial != run and kept_out_of_git(root, trial)]
+    if not let_into_git(root, pattern):
+        return
+    for trial in kept:
+        keep_out_of_git(root, trial)
 
 
 def push_runs(root: Path, run: str | None = None) -> None:

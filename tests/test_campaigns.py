@@ -47,7 +47,7 @@ def test_sweep_runs_trials_adds_more_when_run_again_and_names_the_champion(
     assert champion.run == best["run"] and champion.bot == f"bots/{best['run']}.json"
     assert champion.mean_reward == pytest.approx(best["mean_reward"])
     assert (work / "logs" / "sw" / "sweep.db").is_file()
-    assert RunRecord.load(work / "checkpoints" / "sw-t0002" / "run.json").extra["sweep"] == {
+    assert RunRecord.load(work / "checkpoints" / "sw-t0002" / "run.json").extra.sweep == {
         "name": "sw",
         "trial": 2,
     }

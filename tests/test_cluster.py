@@ -94,7 +94,7 @@ def cluster() -> Iterator[LocalRayCluster]:
 
 
 def _cluster_of(work: Path, run: str) -> dict[str, object]:
-    placements: dict[str, object] = RunRecord.load(RunPaths(work, run).run_json).extra["cluster"]
+    placements: dict[str, object] = RunRecord.load(RunPaths(work, run).run_json).extra.cluster
     return placements
 
 
@@ -109,7 +109,7 @@ def test_a_run_places_its_games_on_both_nodes_and_trains(
     assert "games on the Ray cluster at" in result.stdout
     record = RunRecord.load(RunPaths(tmp_path, "c1").run_json)
     assert record.status == "finished" and record.total_timesteps >= 20000
-    instances = record.extra["cluster"]["instances"]
+    instances = record.extra.cluster["instances"]
     assert sorted(entry["instance"] for entry in instances) == [0, 1, 2, 3]
     assert {entry["node"] for entry in instances} == {node.node_id for node in cluster.nodes}
     assert (tmp_path / "bots" / "c1.json").is_file()
@@ -137,7 +137,7 @@ def test_a_sweep_runs_trials_side_by_side_on_both_nodes_and_commits_them_once(
     for trial in trials:
         paths = RunPaths(work, trial["run"])
         assert owns_run(paths), "the driver's checkout alone writes the trial's files"
-        assert RunRecord.load(paths.run_json).extra["trained_on"]["node"] == trial["node"]
+        assert RunRecord.load(paths.run_json).extra.trained_on["node"] == trial["node"]
         for name in (f"checkpoints/{trial['run']}/run.json", f"bots/{trial['run']}.json"):
             assert name in pushed
         assert any(p.startswith(f"logs/{trial['run']}/events.out") for p in pushed)
@@ -160,7 +160,7 @@ def test_a_node_lost_mid_run_moves_its_games_and_the_run_finishes(
             if not run_json.exists():
                 return False
             record = RunRecord.load(run_json)
-            return record.total_timesteps > 0 and "cluster" in record.extra
+            return record.total_timesteps > 0 and record.extra.cluster is not None
 
         wait_until(placed_and_stepping, 120, "the run to place its games and checkpoint")
         instances = _cluster_of(tmp_path, "c2")["instances"]
@@ -176,8 +176,8 @@ def test_a_node_lost_mid_run_moves_its_games_and_the_run_finishes(
     assert trainer.returncode == 0, output
     record = RunRecord.load(run_json)
     assert record.status == "finished" and record.total_timesteps >= 30000
-    assert record.extra["restarts"] == len(on_worker), output
-    assert all(e["node"] != worker.node_id for e in record.extra["cluster"]["instances"])
+    assert record.extra.restarts == len(on_worker), output
+    assert all(e["node"] != worker.node_id for e in record.extra.cluster["instances"])
     log = RunPaths(tmp_path, "c2").train_log.read_text()
     assert log.count("restarted game instance") == len(on_worker)
 

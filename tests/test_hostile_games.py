@@ -117,14 +117,14 @@ def test_restarts_are_counted_exactly_and_a_failed_relaunch_is_one_of_them(
     }  # fmt: skip
     outcome = train(TrainRequest(tmp_path, "flaky", overrides), QUIET)
     assert outcome.status == "finished", outcome.error
-    assert outcome.record.extra["restarts"] == 2 and counter.read_text().strip() == "3"
+    assert outcome.record.extra.restarts == 2 and counter.read_text().strip() == "3"
 
     # Always dying, limit 2: the third fault stops the run, and all three are counted.
     dying = game_executable(tmp_path / "dies.x86_64", faulty(tmp_path, "die", after=3, once=False))
     overrides.update(game_bin=str(dying), max_restarts_per_minute=2, port=port_block(2))
     failed = train(TrainRequest(tmp_path, "dying", overrides), QUIET)
     assert failed.status == "failed" and "restarts within a minute" in (failed.error or "")
-    assert RunRecord.load(tmp_path / "checkpoints" / "dying" / "run.json").extra["restarts"] == 3
+    assert RunRecord.load(tmp_path / "checkpoints" / "dying" / "run.json").extra.restarts == 3
 
 
 def test_a_restart_whose_port_was_taken_moves_to_a_free_port(

@@ -81,7 +81,7 @@ def test_training_survives_a_crashing_game_and_counts_the_restart(
     }  # fmt: skip
     outcome = train(TrainRequest(tmp_path, "survivor", overrides), QUIET)
     assert outcome.status == "finished" and outcome.record.total_timesteps >= 8192
-    assert outcome.record.extra["restarts"] == 2
+    assert outcome.record.extra.restarts == 2
     log = (tmp_path / "logs" / "survivor" / "train.log").read_text()
     assert "restarted game instance 0" in log and "restarted game instance 1" in log
     from tests.conftest import tensorboard_steps
