@@ -241,6 +241,36 @@ def play(
 
 
 @app.command(cls=PanelledCommand)
+def match(
+    first: Annotated[
+        str, typer.Argument(metavar="A", help="A bot .json file, or a run (its exported bot).")
+    ],
+    second: Annotated[str, typer.Argument(metavar="B", help="The bot or run A plays against.")],
+    games: Annotated[
+        int, typer.Option(help="Rounds to play (A plays each side for half of them).")
+    ] = 40,
+    game: Annotated[
+        str | None,
+        typer.Option(
+            metavar="|".join(BUNDLED_GAMES),
+            help="The bundled game to play [default: the one A trained on].",
+            show_default=False,
+        ),
+    ] = None,
+    game_bin: flags.GameBin = None,
+    port: Annotated[int, typer.Option(help="Base TCP port of the game.")] = DEFAULT_PORT,
+    seed: Annotated[int, typer.Option(help="Seed of the game.")] = 0,
+) -> None:
+    """Play bot A against bot B on a game with sides (the real game, through the bridge):
+    wins, draws, losses, A's score with its 95% interval and the Elo difference."""
+    from cli.bot_flow import match_and_report
+
+    if game is not None and game not in BUNDLED_GAMES:
+        fail(f"--game must be one of {', '.join(BUNDLED_GAMES)}, got {game!r}")
+    match_and_report(project_root(), first, second, games, game, game_bin, port, seed)
+
+
+@app.command(cls=PanelledCommand)
 @flags.with_settings(exclude=("push_every",))  # a sweep pushes every --push-every trials
 def sweep(
     name: Annotated[

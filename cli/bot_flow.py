@@ -266,3 +266,47 @@ def serve_web_page(root: Path, target: str, host: str, port: int) -> None:
             time.sleep(3600)
     except KeyboardInterrupt:
         server.shutdown()
+
+
+def _bot_of(root: Path, target: str) -> tuple[BotRunner, dict[str, object]]:
+    """A bot file, or a run's exported bot (``bots/RUN.json``), with its checked
+    ``trained_with``."""
+    path = Path(target)
+    if not path.is_file() and path.suffix != ".json":
+        path = RunPaths(root, target).bot_json
+    bot = BotRunner.from_file(path)
+    return bot, bot_facts(bot, path).trained
+
+
+def match_and_report(
+    root: Path,
+    first: str,
+    second: str,
+    rounds: int,
+    game: str | None,
+    game_bin: Path | None,
+    port: int,
+    seed: int,
+) -> None:
+    """``lander match A B``: A against B on the real game through the bridge; print the
+    tally, the score with its 95% interval and the Elo difference it implies."""
+    from game_bridge.launcher import LaunchConfig
+    from game_bridge.vec_env import GameVecEnv
+    from training.environments import game_launch
+    from training.matches import play_match
+
+    if rounds < 2:
+        fail(f"--games must be at least 2 (each bot plays each side), got {rounds}")
+    first_bot, trained = _bot_of(root, first)
+    second_bot, _ = _bot_of(root, second)
+    chosen = game or str(trained.get("game") or DEFAULT_GAME)
+    launch = game_launch(chosen, game_bin)
+    agents = {} if game_bin is not None else {"agents": str(2 * min(rounds, 8))}
+    env = GameVecEnv(LaunchConfig(**launch, base_port=port, seed=seed, game_args=agents))
+    try:
+        result = play_match(first_bot.act, second_bot.act, rounds, env)
+    except ValueError as exc:
+        fail(str(exc))
+    finally:
+        env.close()
+    console.print(result.line(Path(first).stem, Path(second).stem))

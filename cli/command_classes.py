@@ -17,7 +17,9 @@ from game_bridge.errors import LanderError
 
 OWN_OPTIONS = "Options"
 """The panel of a command's options that name no panel of their own."""
-PANEL_ORDER = (OWN_OPTIONS, "Run", "Games", "Cluster", "PPO", "Exploration", "Evaluation")
+PANEL_ORDER = (
+    OWN_OPTIONS, "Run", "Games", "Cluster", "PPO", "Exploration", "Self-play", "Evaluation",
+)  # fmt: skip
 """Panels shown first, in this order; any other follows in the order it is first declared."""
 
 

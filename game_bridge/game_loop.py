@@ -30,6 +30,32 @@ def read_arguments(argv: list[str]) -> dict[str, str]:
     return values
 
 
+class StepPacer:
+    """Holds each step to its share of wall time, as an engine at ``speedup`` would.
+
+    :param step_seconds: wall seconds a step takes (0: as fast as possible).
+    """
+
+    def __init__(self, step_seconds: float) -> None:
+        self.step_seconds = step_seconds
+        self._next_step_at = 0.0
+
+    @classmethod
+    def for_game(cls, action_repeat: int, ticks_per_second: int, speedup: float) -> StepPacer:
+        """The pacer of a game at ``ticks_per_second`` x ``speedup`` (0: unpaced)."""
+        return cls(action_repeat / (ticks_per_second * speedup) if speedup > 0 else 0.0)
+
+    def wait(self) -> None:
+        """Sleep until this step's turn."""
+        if not self.step_seconds:
+            return
+        now = time.monotonic()
+        if self._next_step_at > now:
+            time.sleep(self._next_step_at - now)
+            now = self._next_step_at
+        self._next_step_at = max(now, self._next_step_at) + self.step_seconds
+
+
 class Channel(Protocol):
     """Messages to and from the trainer, whatever carries them."""
 

@@ -21,6 +21,7 @@ if TYPE_CHECKING:
 REGISTRY = {
     "lander": "follow a cursor",
     "stroke": "correct a noisy pen (--game-arg reward_mode=delayed scores whole strokes)",
+    "duel": "two landers race for one target (sides red and blue: --self-play)",
 }
 """The games lander ships, by folder (``games/<name>/entry.py`` declares each), with what
 each is in a few words for ``--help``."""

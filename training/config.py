@@ -340,6 +340,39 @@ class TrainConfig:
         low=0,
         panel="Evaluation",
     )
+    # -- self-play (games with sides) ----------------------------------------------
+    self_play: bool = setting(
+        False,
+        help="Train one side of a game with sides (agent_policy_names) against frozen "
+        "snapshots of itself (or --opponent); Elo ratings from the rounds' outcomes.",
+        panel="Self-play",
+    )
+    snapshot_every: int = setting(
+        20_000, help="With --self-play: steps between snapshots of the learner.", low=1,
+        panel="Self-play",
+    )  # fmt: skip
+    snapshot_window: int = setting(
+        10, help="With --self-play: the newest snapshots kept as opponents.", low=1,
+        panel="Self-play",
+    )  # fmt: skip
+    play_latest: float = setting(
+        0.5,
+        help="With --self-play: chance that a new opponent is the newest snapshot (else one "
+        "of the window at random).",
+        low=0.0,
+        high=1.0,
+        panel="Self-play",
+    )
+    swap_every: int = setting(
+        10_000, help="With --self-play: steps between changes of opponent.", low=1,
+        panel="Self-play",
+    )  # fmt: skip
+    opponent: str | None = setting(
+        None,
+        help="With --self-play: a bot JSON that plays the other sides instead of snapshots.",
+        shown="snapshots of the learner",
+        panel="Self-play",
+    )
 
     @property
     def num_envs(self) -> int:
@@ -380,6 +413,12 @@ class TrainConfig:
             raise ConfigError(
                 "--instances-per-node places games on a cluster: add --cluster ADDRESS"
             )
+        if self.self_play and self.in_process:
+            raise ConfigError(
+                "--self-play plays a game's sides through the bridge: drop --in-process"
+            )
+        if self.opponent is not None and not self.self_play:
+            raise ConfigError("--opponent plays the other sides of --self-play: add --self-play")
         if self.cluster is not None and self.in_process:
             raise ConfigError("--in-process trains without games: it cannot use --cluster")
         if self.game_bin is None:

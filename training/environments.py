@@ -83,6 +83,14 @@ def make_vec_env(config: TrainConfig, games_log_dir: Path | None = None) -> VecE
         else GameVecEnv(launch_config(config, games_log_dir), config.max_restarts_per_minute)
     )
     env.seed(config.seed)
+    if config.self_play and isinstance(env, GameVecEnv):
+        from training.self_play import SelfPlayEnv
+
+        try:
+            env = SelfPlayEnv.over(env)  # the learner's agents only: PPO and its stats see them
+        except BaseException:
+            env.close()
+            raise
     return VecMonitor(env)
 
 

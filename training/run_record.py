@@ -116,6 +116,8 @@ class RunExtras:
     :param sweep: the sweep and trial this run is (name, trial, params).
     :param curriculum: the plan and stage this run is.
     :param trained_on: the cluster node a sweep trial trained on.
+    :param self_play: the self-play pool: the learner's side, every rating, rounds played,
+        the opponent of the moment (``training.self_play``).
     :param other: keys this version does not know (a newer lander's), kept as read.
     """
 
@@ -132,6 +134,7 @@ class RunExtras:
     sweep: dict[str, Any] | None = None
     curriculum: dict[str, Any] | None = None
     trained_on: dict[str, Any] | None = None
+    self_play: dict[str, Any] | None = None
     other: dict[str, Any] = field(default_factory=dict)
     legacy_git: bool | None = field(default=None, repr=False)
     """``extra.git`` of a record written before ``.git/info/exclude`` alone said whether
@@ -187,6 +190,7 @@ _EXTRA_KINDS = {
     "sweep": _object_or_none,
     "curriculum": _object_or_none,
     "trained_on": _object_or_none,
+    "self_play": _object_or_none,
 }
 """Each typed field of :class:`RunExtras` and the check its value must pass."""
 

@@ -264,6 +264,7 @@ class TrainingSession:
             HealthWatch(config, self.found, self.game_env),
             checkpoints,
             self.live_publisher(),
+            *self.self_play_pool(),
             *self.periodic_evaluation(),
             *self.extra_callbacks,
         ]
@@ -426,6 +427,23 @@ class TrainingSession:
                 every, config.eval_episodes, settings, self.normalizer, self.evaluated
             )
         ]
+
+    def self_play_pool(self) -> list[BaseCallback]:
+        """``--self-play``: the snapshots, the opponent and the ratings, kept in run.json."""
+        from training.self_play import SelfPlayPool, self_play_env_of
+
+        env = self_play_env_of(self.env)
+        if env is None:
+            return []
+        if self.normalizer is not None:  # opponents see what the learner sees
+            env.normalize = self.normalizer.normalize_obs  # type: ignore[assignment]
+
+        def keep(state: dict[str, Any]) -> None:
+            self.record.extra.self_play = state
+
+        folder = self.paths.checkpoints / "snapshots"
+        state = self.record.extra.self_play
+        return [SelfPlayPool(self.config, env, folder, state, keep, self.config.seed)]
 
     def live_publisher(self) -> PublishBot:
         """Publishes the policy as it trains, for the live page (``--publish-every``)."""

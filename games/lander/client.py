@@ -10,7 +10,6 @@ resets its own finished agents, paces physics to wall time x ``--speedup``
 from __future__ import annotations
 
 import sys
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -18,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from game_bridge import protocol
-from game_bridge.game_loop import read_arguments, run_game
+from game_bridge.game_loop import StepPacer, read_arguments, run_game
 from games.lander.physics import (
     ACTION_SIZE,
     N_DISCRETE_ACTIONS,
@@ -83,12 +82,7 @@ class LanderGame:
             self.discrete,
             settings.difficulty,
         )
-        self.step_seconds = (
-            settings.action_repeat / (TICKS_PER_SECOND * settings.speedup)
-            if settings.speedup > 0
-            else 0.0
-        )
-        self._next_step_at = 0.0
+        self.pacer = StepPacer.for_game(settings.action_repeat, TICKS_PER_SECOND, settings.speedup)
         self.fast = False  # set when the trainer offers lander's binary encoding
 
     def env_info(self) -> dict[str, Any]:
@@ -128,7 +122,7 @@ class LanderGame:
 
     def _advance(self, actions: np.ndarray) -> tuple[StepResult, np.ndarray, np.ndarray]:
         """Step the physics and reset finished agents: (result, done mask, obs after resets)."""
-        self._pace()
+        self.pacer.wait()
         result = self.physics.step(actions)
         done = result.terminated | result.truncated
         obs = result.obs
@@ -169,16 +163,6 @@ class LanderGame:
             + result.success * protocol.SUCCESS
         ).astype(np.uint8)
         return protocol.encode_binary_step(obs, result.reward, flags, result.obs[done])
-
-    def _pace(self) -> None:
-        """Hold each step to its share of wall time, as an engine at ``speedup`` would."""
-        if not self.step_seconds:
-            return
-        now = time.monotonic()
-        if self._next_step_at > now:
-            time.sleep(self._next_step_at - now)
-            now = self._next_step_at
-        self._next_step_at = max(now, self._next_step_at) + self.step_seconds
 
     def call(self, message: dict[str, Any]) -> dict[str, Any]:
         """Answer a ``call``: known methods return one value per agent, others null."""

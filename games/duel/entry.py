@@ -1,0 +1,65 @@
+"""The duel as lander's registry knows it: two landers race for one target."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from game_bridge.bot_runner import BotRunner
+from games.duel.controllers import scripted_actions
+from games.duel.scoring import DuelSettings
+from games.duel.world import ACTION_SIZE, OBS_SIZE, OUTCOMES, DuelWorld
+from games.spec import GameArgs, GameEntry, PlayOptions, PlayResult
+
+
+def _in_process_kwargs(_game_args: GameArgs, action_repeat: int | None) -> dict[str, Any]:
+    return {"action_repeat": action_repeat} if action_repeat is not None else {}
+
+
+def _play(bot: BotRunner, options: PlayOptions) -> PlayResult:
+    """The bot flies red against the scripted pilot, one round per match: the tally, and a
+    picture of both landers' paths."""
+    if options.remote is not None:
+        raise ValueError("a duel bot plays in the bundled duel game only")
+    from games.lander.play import PlayTrace, record_picture
+
+    settings = DuelSettings.from_game(options.game_args, options.action_repeat)
+    trace = PlayTrace()
+
+    def watch(world: DuelWorld) -> None:
+        trace.positions.append(world.physics.pos.copy())
+        trace.targets.append(world.physics.target.copy())
+
+    returns, outcomes = settings.rounds(
+        bot.act, scripted_actions, options.agents, options.seed, watch
+    )
+    tally = {name: int(np.sum(outcomes == value)) for value, name in OUTCOMES.items()}
+    score = f"wins={tally['win']} draws={tally['draw']} losses={tally['loss']}"
+    lines = [
+        f"{len(outcomes)} round(s) against the scripted pilot: {score} "
+        f"mean_reward={returns.mean():.2f}"
+    ]
+    if options.record is None:
+        return PlayResult(lines)
+    title = f"{options.title} (red) against the pilot (blue): {score}"
+    steps_per_second = 60 / settings.action_repeat
+    return PlayResult(
+        lines, record_picture(trace, options.record, title=title, steps_per_second=steps_per_second)
+    )
+
+
+ENTRY = GameEntry(
+    name="duel",
+    module="games.duel",
+    fork_main="games.duel.client",
+    transport="tcp",
+    gym_module="games.duel.gym_env",
+    observation_size=OBS_SIZE,
+    action_size=ACTION_SIZE,
+    game_args={"agents": None},
+    in_process_kwargs=_in_process_kwargs,
+    scorer=DuelSettings.from_game,
+    record_name=lambda _game_args: "duel",
+    play=_play,
+)

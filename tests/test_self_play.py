@@ -1,0 +1,135 @@
+"""Games with sides: the duel game, self-play against snapshots of the learner (and against
+a fixed bot), Elo ratings and matches, over real game processes and the real CLI."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from game_bridge.launcher import LaunchConfig
+from game_bridge.vec_env import GameVecEnv
+from games import launch_settings
+from games.duel.world import DuelWorld
+from games.lander.physics import HULL
+from tests.conftest import find_free_port_block, lander, tensorboard_steps
+from training.matches import MatchResult
+from training.ratings import ELO_K, elo_difference, expected_score, round_score
+
+SMALL_DUEL = [
+    "--game", "duel", "--n-parallel", "2", "--agents-per-instance", "4", "--n-steps", "128",
+    "--batch-size", "256", "--checkpoint-every", "1024", "--eval-episodes", "8",
+]  # fmt: skip
+
+
+def test_duel_rounds_are_zero_sum_and_a_crash_loses() -> None:
+    world = DuelWorld(8, seed=3)
+    rng = np.random.default_rng(0)
+    ended_any = False
+    for _ in range(150):
+        result = world.step(rng.uniform(-1, 1, (16, 2)))
+        assert np.allclose(result.reward, -result.reward[world.partner], atol=1e-4)
+        assert np.array_equal(result.outcome, -result.outcome[world.partner])
+        done = result.terminated | result.truncated
+        assert np.array_equal(done, done[world.partner]), "both landers of a match end together"
+        ended_any |= bool(done.any())
+        world.reset_matches(done)
+    assert ended_any
+    world.reset_matches(np.ones(16, dtype=bool))
+    world.physics.pos[0] = [HULL * 0.5, 7.0]  # red touches the left wall
+    result = world.step(np.zeros((16, 2)))
+    assert result.terminated[0] and result.outcome[0] == -1 and result.outcome[1] == 1
+
+
+def test_ratings_and_match_figures() -> None:
+    assert expected_score(1300, 1300) == pytest.approx(0.5)
+    assert expected_score(1400, 1200) + expected_score(1200, 1400) == pytest.approx(1.0)
+    assert elo_difference(0.75) == pytest.approx(190.8, abs=0.1)
+    assert round_score(-3.0, {"outcome": "win"}) == 1.0 and round_score(-3.0, {}) == 0.0
+    assert round_score(0.0, {}) == 0.5 and ELO_K > 0
+    result = MatchResult(wins=30, draws=10, losses=10)
+    low, high = result.interval()
+    assert result.score == pytest.approx(0.7) and low < 0.7 < high and high - low < 0.3
+    assert math.isfinite(MatchResult(10, 0, 0).elo_difference())
+
+
+def test_the_duel_names_its_sides_over_the_protocol() -> None:
+    env = GameVecEnv(
+        LaunchConfig(**launch_settings("duel"), base_port=find_free_port_block(1),
+                     game_args={"agents": "4"})
+    )  # fmt: skip
+    try:
+        assert env.env_info.policy_names == ("red", "blue", "red", "blue")
+        env.reset()
+        outcomes = set()
+        for _ in range(400):
+            _, _, dones, infos = env.step(np.zeros((4, 2), dtype=np.float32))
+            outcomes |= {infos[i]["outcome"] for i in np.flatnonzero(dones)}
+        assert outcomes and outcomes <= {"win", "draw", "loss"}
+    finally:
+        env.close()
+
+
+def _self_play(home: Path) -> dict[str, object]:
+    record = json.loads((home / "checkpoints" / "sp" / "run.json").read_text())
+    state: dict[str, object] = record["extra"]["self_play"]
+    return state
+
+
+def test_self_play_trains_against_snapshots_resumes_its_pool_and_plays_matches(
+    tmp_path: Path,
+) -> None:
+    port = str(find_free_port_block(2))
+    flags = ["--self-play", "--snapshot-every", "1024", "--snapshot-window", "3",
+             "--swap-every", "512", "--no-git", "--port", port, *SMALL_DUEL]  # fmt: skip
+    trained = lander(tmp_path, "train", "sp", "--timesteps", "4096", *flags, timeout=400)
+    assert trained.returncode == 0, trained.stdout + trained.stderr
+    state = _self_play(tmp_path)
+    ratings = state["ratings"]
+    assert isinstance(ratings, dict) and state["side"] == "red"
+    assert int(state["rounds"]) > 0 and ratings["learner"] != 1200.0  # type: ignore[call-overload]
+    snapshots = sorted((tmp_path / "checkpoints" / "sp" / "snapshots").glob("snap_*.pt"))
+    assert len(snapshots) == 3, "the window keeps the newest three"
+    assert all(path.stem in ratings for path in snapshots)
+    assert tensorboard_steps(tmp_path / "logs" / "sp", "self_play/elo")
+
+    resumed = lander(tmp_path, "train", "sp", "--resume", "sp", "--timesteps", "2048", "--no-git",
+                     "--port", port, timeout=400)  # fmt: skip
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    after = _self_play(tmp_path)
+    assert int(after["rounds"]) > int(state["rounds"])  # type: ignore[call-overload]
+    kept = after["ratings"]
+    assert isinstance(kept, dict) and snapshots[-1].stem in kept, "the pool continued"
+
+    bot = str(tmp_path / "bots" / "sp.json")
+    match = lander(tmp_path, "match", bot, bot, "--games", "20", "--port", port, timeout=200)
+    assert match.returncode == 0, match.stderr
+    line = match.stdout.strip().splitlines()[-1]
+    tally = dict(
+        part.split("=")
+        for part in line.split()
+        if part.split("=")[0] in ("wins", "draws", "losses")
+    )
+    assert sum(int(value) for value in tally.values()) == 20 and "elo_difference=" in line
+
+    against_bot = lander(tmp_path, "train", "fixed", "--timesteps", "1024", "--self-play",
+                         "--opponent", bot, "--no-git", "--port", port, *SMALL_DUEL, timeout=300)  # fmt: skip
+    assert against_bot.returncode == 0, against_bot.stdout + against_bot.stderr
+    fixed = json.loads((tmp_path / "checkpoints" / "fixed" / "run.json").read_text())
+    assert fixed["extra"]["self_play"]["opponent"] == "bot:sp.json"
+    assert not (tmp_path / "checkpoints" / "fixed" / "snapshots").exists()
+
+
+def test_self_play_on_a_game_with_one_side_is_one_line_and_leaves_nothing(tmp_path: Path) -> None:
+    refused = lander(tmp_path, "train", "one", "--self-play", "--timesteps", "512", "--no-git",
+                     "--port", str(find_free_port_block(2)), "--n-parallel", "2", timeout=120)  # fmt: skip
+    assert refused.returncode == 1 and "Traceback" not in refused.stderr
+    assert "needs a game with two sides" in refused.stderr
+    assert (
+        not (tmp_path / "checkpoints" / "one").exists() and not (tmp_path / "logs" / "one").exists()
+    )
+    match = lander(tmp_path, "match", "nope.json", "nope.json", timeout=60)
+    assert match.returncode == 1 and "nope.json" in match.stderr and "Traceback" not in match.stderr

@@ -1,0 +1,118 @@
+"""Matches between two bots on a game with sides, played on the real game through the
+bridge: wins, draws and losses of the first, its score with a 95% interval, and the Elo
+difference that score implies. Bots only (numpy): a laptop plays matches without torch.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from game_bridge.vec_env import GameVecEnv
+from training.evaluation import Policy
+from training.ratings import elo_difference, round_score
+
+Z_95 = 1.959964
+"""The normal quantile of a two-sided 95% interval."""
+
+
+@dataclass(frozen=True)
+class MatchResult:
+    """The first player's rounds against the second.
+
+    :param wins: rounds the first won.
+    :param draws: rounds drawn.
+    :param losses: rounds the first lost.
+    """
+
+    wins: int
+    draws: int
+    losses: int
+
+    @property
+    def games(self) -> int:
+        """Rounds played."""
+        return self.wins + self.draws + self.losses
+
+    @property
+    def score(self) -> float:
+        """The first's mean score: a win 1, a draw 1/2."""
+        return (self.wins + self.draws / 2) / max(self.games, 1)
+
+    def interval(self) -> tuple[float, float]:
+        """The score's 95% Wilson interval."""
+        n, p = self.games, self.score
+        if n == 0:
+            return 0.0, 1.0
+        centre = (p + Z_95**2 / (2 * n)) / (1 + Z_95**2 / n)
+        half = Z_95 * math.sqrt(p * (1 - p) / n + Z_95**2 / (4 * n * n)) / (1 + Z_95**2 / n)
+        return max(0.0, centre - half), min(1.0, centre + half)
+
+    def elo_difference(self) -> float:
+        """The rating difference the score implies (a score of 0 or 1 counts half a round
+        less or more, so the figure stays finite)."""
+        n = max(self.games, 1)
+        return elo_difference(min(max(self.score, 0.5 / n), 1 - 0.5 / n))
+
+    def line(self, first: str, second: str) -> str:
+        """The one line ``lander match`` prints."""
+        low, high = self.interval()
+        return (
+            f"{first} vs {second}: {self.games} rounds: wins={self.wins} draws={self.draws} "
+            f"losses={self.losses} score={self.score:.3f} (95% {low:.3f}-{high:.3f}) "
+            f"elo_difference={self.elo_difference():+.0f}"
+        )
+
+
+def sides_of(env: GameVecEnv) -> list[str]:
+    """The side of every agent of ``env``, in its order (instance-major)."""
+    names = env.env_info.policy_names
+    return [names[index % len(names)] for index in range(env.num_envs)]
+
+
+def play_match(first: Policy, second: Policy, rounds: int, env: GameVecEnv) -> MatchResult:
+    """``first`` against ``second`` for ``rounds`` rounds on the running games: ``first``
+    plays the game's first side for the first half of the rounds, then the second side,
+    so neither gains by where its side starts.
+
+    :raises ValueError: for a game with fewer than two sides.
+    """
+    sides = np.asarray(sides_of(env))
+    names = list(dict.fromkeys(sides.tolist()))
+    if len(names) < 2:
+        raise ValueError(f"a match needs a game with two sides; this one names only {names[0]!r}")
+    tally = {1.0: 0, 0.5: 0, 0.0: 0}
+    for half, first_side in enumerate(names[:2]):
+        mine = np.flatnonzero(sides == first_side)
+        theirs = np.flatnonzero(sides != first_side)
+        wanted = rounds // 2 if half == 0 else rounds - sum(tally.values())
+        tally_half = _play_half(first, second, mine, theirs, wanted, env)
+        for score, count in tally_half.items():
+            tally[score] += count
+    return MatchResult(tally[1.0], tally[0.5], tally[0.0])
+
+
+def _play_half(
+    first: Policy,
+    second: Policy,
+    mine: np.ndarray,
+    theirs: np.ndarray,
+    wanted: int,
+    env: GameVecEnv,
+) -> dict[float, int]:
+    """Rounds with ``first`` on the agents ``mine``, until ``wanted`` of theirs have ended."""
+    tally = {1.0: 0, 0.5: 0, 0.0: 0}
+    obs = np.asarray(env.reset())
+    space = env.action_space
+    while sum(tally.values()) < wanted:
+        actions = np.zeros((env.num_envs, *(space.shape or ())), dtype=space.dtype)
+        actions[mine] = np.asarray(first(obs[mine])).reshape(len(mine), *actions.shape[1:])
+        actions[theirs] = np.asarray(second(obs[theirs])).reshape(len(theirs), *actions.shape[1:])
+        observed, rewards, dones, infos = env.step(actions)
+        obs = np.asarray(observed)
+        for index in mine[np.asarray(dones)[mine]]:
+            if sum(tally.values()) < wanted:
+                tally[round_score(float(rewards[index]), infos[index])] += 1
+    return tally
