@@ -133,11 +133,22 @@ def export(
             help="A model .zip to export instead of the run's final or newest checkpoint."
         ),
     ] = None,
+    tiers: Annotated[
+        str | None,
+        typer.Option(
+            metavar="NAMES",
+            help="Graded bots instead, weakest first, like easy,medium,hard: bots/RUN-NAME.json "
+            "from the run's models spread by rating (self-play) or normalized score.",
+        ),
+    ] = None,
+    games: Annotated[
+        int, typer.Option(help="With --tiers on a game with sides: rounds against the hardest.")
+    ] = 40,
 ) -> None:
     """Write bots/RUN.json and bots/RUN.onnx, after proving both give the model's actions."""
     from cli.bot_flow import export_and_report
 
-    export_and_report(project_root(), run, checkpoint)
+    export_and_report(project_root(), run, checkpoint, tiers, games)
 
 
 @app.command("eval", cls=PanelledCommand)

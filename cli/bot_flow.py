@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 from dataclasses import replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from cli.console import console, fail
 from cli.git_sync import current_commit
@@ -17,6 +18,7 @@ from cli.publishing import in_git, publish_files
 from cli.results import committed_champions
 from game_bridge.bot_runner import BotRunner
 from game_bridge.errors import LanderError
+from game_bridge.protocol import DEFAULT_PORT
 from games import DEFAULT_GAME, game_entry
 from games.spec import PlayOptions
 from training.bots import (
@@ -35,6 +37,9 @@ from training.evaluation import evaluate_in_process, game_settings, normalized_s
 from training.run_paths import InvalidRunName, RunPaths
 from training.run_record import RunRecord
 
+if TYPE_CHECKING:
+    from training.matches import MatchResult
+
 
 def checkout_game_for(root: Path, trained: dict[str, object]) -> Path | None:
     """This checkout's own game (``lander setup --game-bin``) when a bot was trained on a
@@ -47,10 +52,18 @@ def checkout_game_for(root: Path, trained: dict[str, object]) -> Path | None:
     return Path(remembered) if same else None
 
 
-def export_and_report(root: Path, run: str, checkpoint: Path | None) -> None:
-    """``lander export``: write the bot files and say how close they are to the model."""
+def export_and_report(
+    root: Path, run: str, checkpoint: Path | None, tiers: str | None = None, games: int = 40
+) -> None:
+    """``lander export``: write the bot files and say how close they are to the model;
+    with ``tiers``, one bot per tier instead (``training.tiers``)."""
     if checkpoint is not None and not checkpoint.is_file():
         fail(f"checkpoint {str(checkpoint)!r} does not exist")
+    if tiers is not None:
+        if checkpoint is not None:
+            fail("--tiers picks the run's models itself: drop --checkpoint")
+        _export_tiers(RunPaths(root, run), tiers, games)
+        return
     result = export_run(RunPaths(root, run), checkpoint, console)
     console.print(
         f"exported {result.bot_json} and {result.bot_onnx}: over {result.bot_parity.samples:,} observations "
@@ -268,14 +281,12 @@ def serve_web_page(root: Path, target: str, host: str, port: int) -> None:
         server.shutdown()
 
 
-def _bot_of(root: Path, target: str) -> tuple[BotRunner, dict[str, object]]:
-    """A bot file, or a run's exported bot (``bots/RUN.json``), with its checked
-    ``trained_with``."""
+def _bot_path(root: Path, target: str) -> Path:
+    """A bot file, or a run's exported bot (``bots/RUN.json``)."""
     path = Path(target)
     if not path.is_file() and path.suffix != ".json":
         path = RunPaths(root, target).bot_json
-    bot = BotRunner.from_file(path)
-    return bot, bot_facts(bot, path).trained
+    return path
 
 
 def match_and_report(
@@ -290,23 +301,73 @@ def match_and_report(
 ) -> None:
     """``lander match A B``: A against B on the real game through the bridge; print the
     tally, the score with its 95% interval and the Elo difference it implies."""
+    if rounds < 2:
+        fail(f"--games must be at least 2 (each bot plays each side), got {rounds}")
+    first_path, second_path = _bot_path(root, first), _bot_path(root, second)
+    result = _play(first_path, second_path, rounds, game, game_bin, port, seed)
+    console.print(result.line(Path(first).stem, Path(second).stem))
+
+
+def _play(
+    first: Path,
+    second: Path,
+    rounds: int,
+    game: str | None,
+    game_bin: Path | None,
+    port: int,
+    seed: int,
+) -> MatchResult:
+    """Bot file ``first`` against ``second`` on the game (by default the first's own)."""
     from game_bridge.launcher import LaunchConfig
     from game_bridge.vec_env import GameVecEnv
     from training.environments import game_launch
     from training.matches import play_match
 
-    if rounds < 2:
-        fail(f"--games must be at least 2 (each bot plays each side), got {rounds}")
-    first_bot, trained = _bot_of(root, first)
-    second_bot, _ = _bot_of(root, second)
+    first_bot = BotRunner.from_file(first)
+    second_bot = BotRunner.from_file(second)
+    trained = bot_facts(first_bot, first).trained
+    bot_facts(second_bot, second)
     chosen = game or str(trained.get("game") or DEFAULT_GAME)
     launch = game_launch(chosen, game_bin)
     agents = {} if game_bin is not None else {"agents": str(2 * min(rounds, 8))}
     env = GameVecEnv(LaunchConfig(**launch, base_port=port, seed=seed, game_args=agents))
     try:
-        result = play_match(first_bot.act, second_bot.act, rounds, env)
+        return play_match(first_bot.act, second_bot.act, rounds, env)
     except ValueError as exc:
         fail(str(exc))
     finally:
         env.close()
-    console.print(result.line(Path(first).stem, Path(second).stem))
+
+
+def _export_tiers(paths: RunPaths, text: str, games: int) -> None:
+    """``lander export RUN --tiers ...``: the graded bots, and (on a game with sides) each
+    one's score against the hardest over ``games`` rounds."""
+    from training.tiers import export_tiers, parse_tiers
+
+    names = parse_tiers(text)
+    record = RunRecord.load(paths.run_json) if paths.run_json.exists() else None
+    versus = None
+    if record is not None and record.extra.self_play is not None and record.config.game_bin is None:
+        game = record.config.game
+
+        def versus(first: Path, second: Path) -> MatchResult:
+            return _play(first, second, games, game, None, DEFAULT_PORT, 0)
+
+    for tier in export_tiers(paths, names, console, versus):
+        rating = ", ".join(f"{k} {v:.1f}" for k, v in _rating_of(tier.bot_json).items())
+        against = tier.versus_hardest
+        measured = (
+            f"; against {names[-1]}: {against.line(tier.name, names[-1]).split(': ', 1)[1]}"
+            if against is not None
+            else ""
+        )
+        console.print(
+            f"{tier.name}: {tier.bot_json.name} from {tier.candidate.name} ({rating}){measured}"
+        )
+
+
+def _rating_of(bot_json: Path) -> dict[str, float]:
+    import json
+
+    rating = json.loads(bot_json.read_text()).get("rating") or {}
+    return {k: float(v) for k, v in rating.items() if isinstance(v, int | float)}

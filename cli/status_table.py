@@ -27,7 +27,9 @@ def _state(root: Path, record: RunRecord, training_here: str | None) -> str:
     where = f" (stage {stage['stage']}/{stage['of']} of {stage['plan']})" if stage else ""
     resumes = len(record.extra.auto_resumes)
     healed = f" (auto-resumed {resumes}x)" if resumes else ""
-    return _bare_state(root, record, training_here) + where + healed
+    ratings = (record.extra.self_play or {}).get("ratings") or {}
+    elo = f" (elo {float(ratings['learner']):.0f})" if "learner" in ratings else ""
+    return _bare_state(root, record, training_here) + where + healed + elo
 
 
 HEALTH_LABELS = {

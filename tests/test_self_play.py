@@ -115,6 +115,21 @@ def test_self_play_trains_against_snapshots_resumes_its_pool_and_plays_matches(
     )
     assert sum(int(value) for value in tally.values()) == 20 and "elo_difference=" in line
 
+    graded = lander(tmp_path, "export", "sp", "--tiers", "easy,medium,hard", "--games", "10",
+                    timeout=300)  # fmt: skip
+    assert graded.returncode == 0, graded.stdout + graded.stderr
+    tiers = {}
+    for name in ("easy", "medium", "hard"):
+        spec = json.loads((tmp_path / "bots" / f"sp-{name}.json").read_text())
+        assert (tmp_path / "bots" / f"sp-{name}.onnx").is_file() and spec["tier"] == name
+        tiers[name] = spec
+    assert tiers["easy"]["rating"]["elo"] <= tiers["medium"]["rating"]["elo"]
+    assert tiers["hard"]["tier_source"] == "final" and "versus_hardest" not in tiers["hard"]
+    assert tiers["easy"]["versus_hardest"]["games"] == 10
+    assert json.loads((tmp_path / "bots" / "sp.json").read_text())["rating"]["elo"] > 0
+    too_many = lander(tmp_path, "export", "sp", "--tiers", "a,b,c,d,e,f", timeout=120)
+    assert too_many.returncode == 1 and "6 tiers need 6 rated models" in too_many.stderr
+
     against_bot = lander(tmp_path, "train", "fixed", "--timesteps", "1024", "--self-play",
                          "--opponent", bot, "--no-git", "--port", port, *SMALL_DUEL, timeout=300)  # fmt: skip
     assert against_bot.returncode == 0, against_bot.stdout + against_bot.stderr

@@ -149,7 +149,16 @@ def export_run(
         git_commit=record.git_commit if record else None,
         trained_with=trained_with(record.config) if record else None,
         layout=OnnxLayout.of_game(record.extra.game_layout if record else None),
+        notes=rating_notes(record),
     )
+
+
+def rating_notes(record: RunRecord | None) -> dict[str, Any]:
+    """The bot file's ``rating`` of a self-play run: the learner's Elo when it was exported."""
+    state = record.extra.self_play if record is not None else None
+    ratings = (state or {}).get("ratings") or {}
+    learner = ratings.get("learner")
+    return {"rating": {"elo": learner, "rounds": state.get("rounds")}} if state and learner else {}
 
 
 @dataclass(frozen=True)

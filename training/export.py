@@ -491,14 +491,17 @@ def export_policy(
     samples: int = PARITY_SAMPLES,
     seed: int = 0,
     layout: OnnxLayout | None = None,
+    notes: dict[str, Any] | None = None,
 ) -> ExportResult:
     """Export ``model`` as a bot JSON and an ONNX file, after proving both equal to it
     (the ONNX file read as the Godot plugin reads it, for the game's ``layout``).
 
+    :param notes: more top-level fields of the bot file (its ``rating``, its ``tier``).
     :raises ExportError: unsupported policy, or a parity failure (nothing is written then).
     """
     layout = layout or OnnxLayout()
     spec = build_bot_spec(model, normalizer, run, git_commit, trained_with, layout)  # checks it
+    spec.update(notes or {})
     bot = BotRunner(spec)
     discrete = bot.action_type != "continuous"
     obs = _parity_observations(model, samples, seed)

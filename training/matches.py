@@ -7,12 +7,15 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from game_bridge.vec_env import GameVecEnv
 from training.evaluation import Policy
 from training.ratings import elo_difference, round_score
+
+if TYPE_CHECKING:  # a light install plays matches: the VecEnv's module imports SB3
+    from game_bridge.vec_env import GameVecEnv
 
 Z_95 = 1.959964
 """The normal quantile of a two-sided 95% interval."""
