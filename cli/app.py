@@ -282,6 +282,31 @@ def match(
 
 
 @app.command(cls=PanelledCommand)
+def ladder(
+    game: Annotated[
+        str | None,
+        typer.Option(
+            metavar="|".join(BUNDLED_GAMES),
+            help="The game whose bots play [default: the first bundled game with sides].",
+            show_default=False,
+        ),
+    ] = None,
+    games: Annotated[int, typer.Option(help="Rounds each pair of bots plays.")] = 20,
+    port: Annotated[int, typer.Option(help="Base TCP port of the game.")] = DEFAULT_PORT,
+) -> None:
+    """A round robin of the committed bots of one game with sides, and their ratings
+    (derived on demand, like the champion; the matches stay this checkout's own)."""
+    from cli.bot_flow import ladder_and_report
+
+    if game is not None and game not in BUNDLED_GAMES:
+        fail(f"--game must be one of {', '.join(BUNDLED_GAMES)}, got {game!r}")
+    if games < 2:
+        fail(f"--games must be at least 2 (each bot plays each side), got {games}")
+    chosen = game or next(name for name in BUNDLED_GAMES if game_entry(name).sides)
+    ladder_and_report(project_root(), chosen, games, port)
+
+
+@app.command(cls=PanelledCommand)
 @flags.with_settings(exclude=("push_every",))  # a sweep pushes every --push-every trials
 def sweep(
     name: Annotated[

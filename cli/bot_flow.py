@@ -371,3 +371,59 @@ def _rating_of(bot_json: Path) -> dict[str, float]:
 
     rating = json.loads(bot_json.read_text()).get("rating") or {}
     return {k: float(v) for k, v in rating.items() if isinstance(v, int | float)}
+
+
+def ladder_and_report(root: Path, game: str, rounds: int, port: int) -> None:
+    """``lander ladder``: every committed bot of ``game`` against every other for ``rounds``
+    rounds, and the ratings those results imply (each match kept in this checkout's own
+    ``.lander/matches.jsonl``)."""
+    import itertools
+    import json
+
+    from rich.table import Table
+
+    from cli.git_sync import tracked
+    from training.local_state import local_matches_path
+    from training.matches import ladder_ratings
+    from training.run_record import now_iso
+
+    bots = []
+    for name in sorted(tracked(root, ["bots/*.json"]) or []):
+        path = root / name
+        try:
+            trained = bot_facts(BotRunner.from_file(path), path).trained
+        except LanderError:
+            continue  # a file there that is no bot of lander's is no player
+        if str(trained.get("game") or DEFAULT_GAME) == game and not trained.get("game_bin"):
+            bots.append(path)
+    if len(bots) < 2:
+        fail(
+            f"the ladder needs two committed bots of the {game} game; this checkout has {len(bots)}"
+        )
+    results = []
+    records = local_matches_path(root)
+    records.parent.mkdir(parents=True, exist_ok=True)
+    for first, second in itertools.combinations(bots, 2):
+        result = _play(first, second, rounds, game, None, port, 0)
+        console.print(result.line(first.stem, second.stem))
+        results.append((first.stem, second.stem, result))
+        with records.open("a") as handle:
+            entry: dict[str, object] = {"date": now_iso(), "game": game}
+            entry |= {"first": first.stem, "second": second.stem, "wins": result.wins}
+            entry |= {"draws": result.draws, "losses": result.losses}
+            handle.write(json.dumps(entry) + "\n")
+    ratings = ladder_ratings(results)
+    table = Table(title=f"ladder of the {game} game ({rounds} rounds a pair)")
+    for column in ("rank", "bot", "rating", "score"):
+        table.add_column(column, justify="left" if column == "bot" else "right")
+    scores = {name: [0.0, 0] for name in ratings}
+    for one, other, result in results:
+        scores[one][0] += result.score * result.games
+        scores[other][0] += (1 - result.score) * result.games
+        scores[one][1] += result.games
+        scores[other][1] += result.games
+    ranked = sorted(ratings, key=lambda name: -ratings[name])
+    for rank, name in enumerate(ranked, 1):
+        total, played = scores[name]
+        table.add_row(str(rank), name, f"{ratings[name]:.0f}", f"{total / max(played, 1):.3f}")
+    console.print(table)

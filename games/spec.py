@@ -108,6 +108,8 @@ class GameEntry:
         default game's), so tools that launch a game by path can launch it.
     :param race_reward: the training reward ``tune --objective time`` races to by default
         (None: the user must give one).
+    :param sides: the policy names of a game played by sides (``--self-play``, matches);
+        empty for a game whose agents all play alike.
     """
 
     name: str
@@ -127,3 +129,4 @@ class GameEntry:
     web_files: tuple[str, ...] = ()
     build_name: str | None = None
     race_reward: float | None = None
+    sides: tuple[str, ...] = ()

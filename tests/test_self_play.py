@@ -15,7 +15,7 @@ from game_bridge.vec_env import GameVecEnv
 from games import launch_settings
 from games.duel.world import DuelWorld
 from games.lander.physics import HULL
-from tests.conftest import find_free_port_block, lander, tensorboard_steps
+from tests.conftest import find_free_port_block, git, lander, tensorboard_steps
 from training.matches import MatchResult
 from training.ratings import ELO_K, elo_difference, expected_score, round_score
 
@@ -129,6 +129,16 @@ def test_self_play_trains_against_snapshots_resumes_its_pool_and_plays_matches(
     assert json.loads((tmp_path / "bots" / "sp.json").read_text())["rating"]["elo"] > 0
     too_many = lander(tmp_path, "export", "sp", "--tiers", "a,b,c,d,e,f", timeout=120)
     assert too_many.returncode == 1 and "6 tiers need 6 rated models" in too_many.stderr
+
+    git(tmp_path, "init", "-q", "-b", "main")
+    git(tmp_path, "add", "bots")
+    git(tmp_path, "commit", "-q", "-m", "bots")
+    ladder = lander(tmp_path, "ladder", "--games", "4", "--port", port, timeout=300)
+    assert ladder.returncode == 0, ladder.stdout + ladder.stderr
+    ranked = [line.split("│")[2].strip() for line in ladder.stdout.splitlines() if "│" in line]
+    assert sorted(ranked) == ["sp", "sp-easy", "sp-hard", "sp-medium"], ladder.stdout
+    played = (tmp_path / ".lander" / "matches.jsonl").read_text().splitlines()
+    assert len(played) == 6 and not git(tmp_path, "status", "--porcelain", "--", ".lander")
 
     against_bot = lander(tmp_path, "train", "fixed", "--timesteps", "1024", "--self-play",
                          "--opponent", bot, "--no-git", "--port", port, *SMALL_DUEL, timeout=300)  # fmt: skip

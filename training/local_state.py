@@ -98,6 +98,11 @@ def local_evaluations_path(root: Path) -> Path:
     return local_dir(root) / LOCAL_EVALUATIONS_NAME
 
 
+def local_matches_path(root: Path) -> Path:
+    """The matches this checkout played (``lander ladder``): its own records, never committed."""
+    return local_dir(root) / "matches.jsonl"
+
+
 def live_bot_path(root: Path, run: str) -> Path:
     """Where a training run publishes its current bot for the live page (``lander play
     --web``): replaced in place, never kept beyond the latest, never committed."""

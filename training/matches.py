@@ -119,3 +119,31 @@ def _play_half(
             if sum(tally.values()) < wanted:
                 tally[round_score(float(rewards[index]), infos[index])] += 1
     return tally
+
+
+def ladder_ratings(
+    results: list[tuple[str, str, MatchResult]], passes: int = 200
+) -> dict[str, float]:
+    """Ratings that fit a round robin's results (each pair's score against the Elo
+    expectation), centred on the first rating every player starts with: the table
+    ``lander ladder`` prints. Derived from the results alone, like a champion.
+    """
+    from training.ratings import ELO_START, expected_score
+
+    players = sorted({name for first, second, _ in results for name in (first, second)})
+    ratings = dict.fromkeys(players, ELO_START)
+    for _ in range(passes):
+        change = dict.fromkeys(players, 0.0)
+        games = dict.fromkeys(players, 0)
+        for first, second, result in results:
+            n = result.games
+            gap = n * (result.score - expected_score(ratings[first], ratings[second]))
+            change[first] += gap
+            change[second] -= gap
+            games[first] += n
+            games[second] += n
+        for name in players:
+            ratings[name] += 200.0 * change[name] / max(games[name], 1)
+        centre = sum(ratings.values()) / max(len(ratings), 1) - ELO_START
+        ratings = {name: value - centre for name, value in ratings.items()}
+    return ratings

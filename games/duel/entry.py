@@ -9,7 +9,7 @@ import numpy as np
 from game_bridge.bot_runner import BotRunner
 from games.duel.controllers import scripted_actions
 from games.duel.scoring import DuelSettings
-from games.duel.world import ACTION_SIZE, OBS_SIZE, OUTCOMES, DuelWorld
+from games.duel.world import ACTION_SIZE, OBS_SIZE, OUTCOMES, SIDES, DuelWorld
 from games.spec import GameArgs, GameEntry, PlayOptions, PlayResult
 
 
@@ -62,4 +62,5 @@ ENTRY = GameEntry(
     scorer=DuelSettings.from_game,
     record_name=lambda _game_args: "duel",
     play=_play,
+    sides=SIDES,
 )
