@@ -765,7 +765,7 @@ def _valid_run(name: str) -> str:
 
 def _has_page(game: str) -> bool:
     """True when the game has a web page a run's live bot can be watched on."""
-    return game_entry(game).web_dir is not None
+    return bool(game_entry(game).web_files)
 
 
 TRAINING_STACK = frozenset(

@@ -266,7 +266,7 @@ def serve_web_page(root: Path, target: str, host: str, port: int) -> None:
     elif not as_file.is_file():
         fail(f"bot file {target!r} does not exist")
     game = game_entry(_game_of(root, target))
-    if game.web_dir is None:
+    if not game.web_files:
         fail(f"the {game.name} game has no web page: play it with `lander play BOT`")
     try:
         server = serve_page(root, target, host, port, game)

@@ -1,6 +1,6 @@
 """``lander play --web``: the page where a bot plays its game after your cursor.
 
-Plain static files (the game's ``web_dir``, ``games/lander/web/`` for the lander: the
+Plain static files (the game's ``web_files``, ``games/lander/web/`` for the lander: the
 game's physics and the bot runner in JavaScript, no build step, no CDN) and one dynamic
 address, ``/bot``: the bot the page flies, read from disk at every request. For a run that is training, that
 is the bot it publishes every ``--publish-every`` steps (``.lander/live/RUN.json``),
@@ -30,10 +30,9 @@ _KINDS = {
 
 def static_files(game: GameEntry) -> dict[str, Path]:
     """The page's addresses and their files: ``/`` is the first of the game's web files."""
-    if game.web_dir is None or not game.web_files:
+    if not game.web_files:
         return {}
-    files = {f"/{name}": game.web_dir / name for name in game.web_files}
-    return {"/": game.web_dir / game.web_files[0], **files}
+    return {"/": game.web_files[0], **{f"/{path.name}": path for path in game.web_files}}
 
 
 def bot_source(root: Path, target: str) -> Callable[[], Path]:

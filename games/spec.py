@@ -102,8 +102,8 @@ class GameEntry:
         (another difficulty is another game).
     :param play: ``lander play`` of a bot: pictures and a live view.
     :param plays_remote: ``play --game-bin`` can draw a protocol game of this layout.
-    :param web_dir: the folder of the game's web page (``play --web``), if it has one.
-    :param web_files: the page's files in that folder (``index.html`` first).
+    :param web_files: the files of the game's web page (``play --web``), its
+        ``index.html`` first, each served under its file name; empty for a game without one.
     :param build_name: the executable ``lander setup`` writes into ``build/`` for it (the
         default game's), so tools that launch a game by path can launch it.
     :param race_reward: the training reward ``tune --objective time`` races to by default
@@ -125,8 +125,7 @@ class GameEntry:
     game_args: dict[str, tuple[str, ...] | None] = field(default_factory=dict)
     fork_main: str | None = None
     plays_remote: bool = False
-    web_dir: Path | None = None
-    web_files: tuple[str, ...] = ()
+    web_files: tuple[Path, ...] = ()
     build_name: str | None = None
     race_reward: float | None = None
     sides: tuple[str, ...] = ()

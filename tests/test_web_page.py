@@ -11,6 +11,7 @@ import socket
 import subprocess
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -57,10 +58,17 @@ def home(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="module")
 def page_url(home: Path) -> Iterator[str]:
     """``lander play --web web`` serving the page on loopback."""
+    with serving(home, "web") as url:
+        yield url
+
+
+@contextmanager
+def serving(home: Path, target: str) -> Iterator[str]:
+    """``lander play --web TARGET`` in ``home``, serving on a free loopback port."""
     port = find_free_port_block(1)
     env = {**os.environ, **GIT_IDENTITY, "LANDER_HOME": str(home)}
     server = subprocess.Popen(
-        [str(LANDER), "play", "--web", "web", "--web-port", str(port)], env=env,
+        [str(LANDER), "play", "--web", target, "--web-port", str(port)], env=env,
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, stdin=subprocess.DEVNULL,
     )  # fmt: skip
 
@@ -215,3 +223,31 @@ def test_the_bot_follows_the_cursor_and_is_swapped_live(
     wait_until(lambda: page.evaluate("window.lander.botRun") == "chosen", 5, "the chosen bot")
     assert page.locator("#run").inner_text() == "chosen"
     page.close()
+
+
+def test_a_person_flies_blue_against_the_bot_on_the_duel_page(browser: Any, tmp_path: Path) -> None:
+    """The duel's page: the bot flies red, the arrow keys fly blue, and rounds are scored."""
+    trained = lander(
+        tmp_path, "train", "duel1", "--game", "duel", "--in-process", "--timesteps", "2048",
+        "--n-steps", "256", "--batch-size", "256", "--no-git", "--publish-every", "0",
+    )  # fmt: skip
+    assert trained.returncode == 0, trained.stdout + trained.stderr
+    with serving(tmp_path, str(tmp_path / "bots" / "duel1.json")) as url:
+        page = browser.new_page(viewport={"width": 900, "height": 700})
+        page.goto(url + "?speed=4")
+        wait_until(lambda: page.evaluate("window.duel.botVersion") >= 1, 10, "the bot to load")
+        assert page.evaluate("window.duel.botRun") == "duel1"
+        assert page.evaluate("window.duel.error") == ""
+        wait_until(lambda: len(page.evaluate("window.duel.landers")) == 2, 5, "both landers")
+        low = page.evaluate("window.duel.landers[1].y")
+        page.keyboard.down("ArrowUp")  # the main engine at full: blue climbs, then hits the roof
+        wait_until(
+            lambda: page.evaluate("window.duel.landers[1].y") > low + 1.0, 5, "blue to climb"
+        )
+        assert "ArrowUp" in page.evaluate("window.duel.keys")
+        wait_until(lambda: page.evaluate("window.duel.rounds") >= 1, 20, "a round to end")
+        page.keyboard.up("ArrowUp")
+        tally = page.evaluate("window.duel.tally")
+        assert sum(tally.values()) == page.evaluate("window.duel.rounds") and tally["bot"] >= 1
+        assert page.locator("#botWins").inner_text() == str(tally["bot"])
+        page.close()

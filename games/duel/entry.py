@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -10,6 +11,7 @@ from game_bridge.bot_runner import BotRunner
 from games.duel.controllers import scripted_actions
 from games.duel.scoring import DuelSettings
 from games.duel.world import ACTION_SIZE, OBS_SIZE, OUTCOMES, SIDES, DuelWorld
+from games.lander.entry import WEB as LANDER_WEB
 from games.spec import GameArgs, GameEntry, PlayOptions, PlayResult
 
 
@@ -63,4 +65,10 @@ ENTRY = GameEntry(
     record_name=lambda _game_args: "duel",
     play=_play,
     sides=SIDES,
+    web_files=(
+        Path(__file__).resolve().parent / "web" / "index.html",
+        LANDER_WEB / "physics.js",
+        LANDER_WEB / "bot.js",
+        Path(__file__).resolve().parent / "web" / "duel.js",
+    ),
 )

@@ -10,6 +10,9 @@ from games.lander.physics import ACTION_SIZE, OBS_SIZE
 from games.lander.scoring import LanderSettings
 from games.spec import GameArgs, GameEntry, PlayOptions, PlayResult
 
+WEB = Path(__file__).resolve().parent / "web"
+"""The lander's page: its physics and the bot runner in JavaScript (the duel's page uses them)."""
+
 
 def _in_process_kwargs(game_args: GameArgs, action_repeat: int | None) -> dict[str, Any]:
     kwargs: dict[str, Any] = {}
@@ -84,8 +87,7 @@ ENTRY = GameEntry(
     record_name=_record_name,
     play=_play,
     plays_remote=True,
-    web_dir=Path(__file__).resolve().parent / "web",
-    web_files=("index.html", "physics.js", "bot.js", "page.js"),
+    web_files=tuple(WEB / name for name in ("index.html", "physics.js", "bot.js", "page.js")),
     build_name="lander_game.x86_64",
     race_reward=200.0,
 )
