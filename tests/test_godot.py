@@ -140,3 +140,37 @@ def test_godot_game_trains_end_to_end_exports_a_bot_and_resumes(
     finally:
         game.kill()
         game.wait()
+
+
+def test_godot_duel_mode_trains_with_self_play_and_its_bot_flies_both_sides_in_the_engine(
+    tmp_path: Path, port_block: Callable[[int], int]
+) -> None:
+    """The example's two-side mode (``--game-arg mode=duel``: red and blue in
+    agent_policy_names) trains with --self-play under the real engine; its bot then flies
+    both landers of a match in the engine through the GDScript player."""
+    trained = lander(
+        tmp_path, "train", "gduel", "--game-bin", str(GODOT_GAME), "--game-arg", "mode=duel",
+        "--self-play", "--snapshot-every", "512", "--swap-every", "256", "--speedup", "1000",
+        "--n-parallel", "1", "--agents-per-instance", "4", "--n-steps", "256", "--batch-size",
+        "256", "--timesteps", "2048", "--no-git", "--port", str(port_block(2)),
+    )  # fmt: skip
+    assert trained.returncode == 0, trained.stdout + trained.stderr
+    record = RunRecord.load(tmp_path / "checkpoints" / "gduel" / "run.json")
+    state = record.extra.self_play
+    assert state is not None and state["side"] == "red" and state["rounds"] > 0
+    assert len(list((tmp_path / "checkpoints" / "gduel" / "snapshots").glob("snap_*.pt"))) >= 3
+    bot_file = tmp_path / "bots" / "gduel.json"
+    assert json.loads(bot_file.read_text())["rating"]["elo"] > 0
+    trace = tmp_path / "duel-trace.jsonl"
+    flown = subprocess.run(
+        [str(GODOT_GAME), f"--bot={bot_file}", f"--bot_trace={trace}", "--bot_steps=60",
+         "--speedup=100", "--agents=2", "--mode=duel"],
+        capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert flown.returncode == 0, flown.stdout + flown.stderr
+    rows = [json.loads(line) for line in trace.read_text().splitlines()]
+    assert len(rows) == 120 and {row["agent"] for row in rows} == {0, 1}
+    observations = np.array([row["obs"] for row in rows])
+    assert observations.shape == (120, 11), "each lander sees its rival"
+    bot = BotRunner.from_file(bot_file)
+    assert np.abs(bot.act(observations) - np.array([row["action"] for row in rows])).max() <= 1e-4

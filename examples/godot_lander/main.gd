@@ -5,6 +5,10 @@ extends Node2D
 #   obs [dx, dy, vx, vy, x, y, t] in [-1, 1]; actions [main, lateral] in [-1, 1]
 #   (or 4 discrete actions: coast, main engine, left, right).
 # The sync node (sync.gd) speaks the Godot RL Agents protocol for it.
+# Duel mode (--mode=duel), the rules of lander's bundled duel game (games/duel/world.py):
+# landers 2m (red) and 2m+1 (blue) chase one target in rounds of 12 s; a crash loses, else
+# the longer hold of the target wins. Observations add the rival's offset and velocity;
+# rewards are zero-sum, and the round's outcome is said in each lander's info.
 
 const PIXELS_PER_METRE = 40.0
 const WIDTH = 20.0
@@ -21,6 +25,11 @@ const CLOSENESS_RANGE = 8.0
 const CRASH_PENALTY = 10.0
 const POS_SCALE = 15.0
 const VEL_SCALE = 10.0
+const ROUND_TICKS = 720
+const DRAW_MARGIN_S = 0.25
+const OUTCOME_REWARD = 10.0
+const SHAPING = 0.5
+const OUTCOMES = {1: "win", 0: "draw", -1: "loss"}
 
 var rng = RandomNumberGenerator.new()
 var landers = []  # RigidBody2D
@@ -30,11 +39,17 @@ var ticks = []
 var crashed = []
 var discrete = false
 var target_period = 240
+var duel = false
+var episode_ticks = EPISODE_TICKS
+var held = []
 
 
-func setup(n_agents: int, seed_value: int, discrete_actions: bool, difficulty: int) -> void:
+func setup(n_agents: int, seed_value: int, discrete_actions: bool, difficulty: int,
+		duel_mode: bool = false) -> void:
 	rng.seed = seed_value
 	discrete = discrete_actions
+	duel = duel_mode
+	episode_ticks = ROUND_TICKS if duel else EPISODE_TICKS
 	target_period = TARGET_PERIODS[clamp(difficulty, 0, 2)]
 	for _i in range(n_agents):
 		var body = RigidBody2D.new()
@@ -54,6 +69,7 @@ func setup(n_agents: int, seed_value: int, discrete_actions: bool, difficulty: i
 		timers.append(0)
 		ticks.append(0)
 		crashed.append(false)
+		held.append(0.0)
 	for i in range(n_agents):
 		reset_agent(i)
 
@@ -78,9 +94,12 @@ func reset_agent(i: int) -> void:
 	_teleport(i, start, velocity)
 	landers[i].applied_force = Vector2.ZERO
 	targets[i] = _new_target()
+	if duel and i % 2 == 1:
+		targets[i] = targets[i - 1]  # blue chases red's target (red is reset first)
 	timers[i] = target_period
 	ticks[i] = 0
 	crashed[i] = false
+	held[i] = 0.0
 
 
 func position_m(i: int) -> Vector2:
@@ -116,6 +135,12 @@ func observe(i: int) -> Array:
 		(p.x - WIDTH / 2.0) / (WIDTH / 2.0), (p.y - HEIGHT / 2.0) / (HEIGHT / 2.0),
 		float(timers[i]) / float(target_period) * 2.0 - 1.0,
 	]
+	if duel:
+		var rival = i ^ 1
+		var gap = (position_m(rival) - p) / POS_SCALE
+		var rival_v = velocity_m(rival) / VEL_SCALE
+		for value in [gap.x, gap.y, rival_v.x, rival_v.y]:
+			obs.append(value)
 	for k in range(obs.size()):
 		obs[k] = clamp(obs[k], -1.0, 1.0)
 	return obs
@@ -128,8 +153,8 @@ func _physics_process(_delta: float) -> void:
 			continue
 		ticks[i] += 1
 		timers[i] -= 1
-		if timers[i] <= 0 and ticks[i] < EPISODE_TICKS:
-			targets[i] = _new_target()
+		if timers[i] <= 0 and ticks[i] < episode_ticks:
+			targets[i] = targets[i - 1] if duel and i % 2 == 1 else _new_target()
 			timers[i] = target_period
 		var p = position_m(i)
 		if p.x < HULL or p.x > WIDTH - HULL or p.y < HULL or p.y > HEIGHT - HULL:
@@ -146,6 +171,34 @@ func finish_step(i: int, step_ticks: int) -> Dictionary:
 	var reward = (closeness + (1.0 if inside else 0.0)) * scale
 	if crashed[i]:
 		reward -= CRASH_PENALTY
-	var truncated = not crashed[i] and ticks[i] >= EPISODE_TICKS
+	var truncated = not crashed[i] and ticks[i] >= episode_ticks
 	return {"reward": reward, "done": crashed[i] or truncated, "truncated": truncated,
 		"success": inside and not crashed[i]}
+
+
+func finish_duel_steps(step_ticks: int) -> Array:
+	# The outcome of every lander's last step in duel mode: both of a match end together.
+	var steps = []
+	for i in range(landers.size()):
+		steps.append(finish_step(i, step_ticks))
+	for red in range(0, landers.size(), 2):
+		var blue = red + 1
+		for i in [red, blue]:
+			if steps[i]["success"]:
+				held[i] += float(step_ticks) / 60.0
+		var ended = crashed[red] or crashed[blue] or steps[red]["truncated"] or steps[blue]["truncated"]
+		var outcome = 0
+		if crashed[red] or crashed[blue]:
+			outcome = int(crashed[blue]) - int(crashed[red])
+		else:
+			var margins = round((held[red] - held[blue]) / DRAW_MARGIN_S)
+			outcome = int(sign(margins))
+		var shaped = SHAPING * (steps[red]["reward"] - steps[blue]["reward"])
+		var crash = crashed[red] or crashed[blue]
+		for pair in [[red, outcome], [blue, -outcome]]:
+			var i = pair[0]
+			var mine = pair[1] if ended else 0
+			var reward = (shaped if i == red else -shaped) + OUTCOME_REWARD * mine
+			steps[i] = {"reward": reward, "done": ended, "truncated": ended and not crash,
+				"success": mine > 0, "outcome": OUTCOMES[mine]}
+	return steps

@@ -50,7 +50,8 @@ func _ready() -> void:
 	game = get_parent()
 	# Deferred: the parent cannot take new children while its own children are readied.
 	game.call_deferred("setup", n_agents, int(args.get("env_seed", "0")),
-		args.get("action_type", "continuous") == "discrete", int(args.get("difficulty", "1")))
+		args.get("action_type", "continuous") == "discrete", int(args.get("difficulty", "1")),
+		args.get("mode", "") == "duel")
 	if args.has("bot"):
 		_start_bot(args)
 		return
@@ -144,8 +145,9 @@ func _bot_physics() -> void:
 		frames_left -= 1
 		if frames_left > 0:
 			return
+		var steps = _finished_steps()
 		for i in range(n_agents):
-			if game.finish_step(i, action_repeat)["done"]:
+			if steps[i]["done"]:
 				game.reset_agent(i)
 	if bot_steps_left <= 0:
 		if bot_trace != null:
@@ -155,6 +157,16 @@ func _bot_physics() -> void:
 		return
 	_bot_step()
 	frames_left = action_repeat
+
+
+func _finished_steps() -> Array:
+	# Every agent's last step: one by one, or in duel mode a match's two landers together.
+	if game.duel:
+		return game.finish_duel_steps(action_repeat)
+	var steps = []
+	for i in range(n_agents):
+		steps.append(game.finish_step(i, action_repeat))
+	return steps
 
 
 func _send(message: Dictionary) -> void:
@@ -181,10 +193,10 @@ func _env_info() -> Dictionary:
 	var observation_space = []
 	var action_space = []
 	var names = []
-	for _i in range(n_agents):
-		observation_space.append({"obs": {"size": [7], "space": "box"}})
+	for i in range(n_agents):
+		observation_space.append({"obs": {"size": [11 if game.duel else 7], "space": "box"}})
 		action_space.append({"thrust": action})
-		names.append("shared_policy")
+		names.append(("red" if i % 2 == 0 else "blue") if game.duel else "shared_policy")
 	return {"type": "env_info", "observation_space": observation_space, "action_space": action_space,
 		"n_agents": n_agents, "agent_policy_names": names}
 
@@ -239,16 +251,22 @@ func _send_step() -> void:
 	var rewards = []
 	var dones = []
 	var infos = []
-	for i in range(n_agents):
-		var outcome = game.finish_step(i, action_repeat)
+	var steps = _finished_steps()
+	for i in range(n_agents):  # every terminal observation before any lander is reset
+		var outcome = steps[i]
 		rewards.append(outcome["reward"])
 		dones.append(outcome["done"])
 		if outcome["done"]:
-			infos.append({"is_success": outcome["success"], "TimeLimit.truncated": outcome["truncated"],
-				"terminal_observation": {"obs": game.observe(i)}})
-			game.reset_agent(i)
+			var info = {"is_success": outcome["success"], "TimeLimit.truncated": outcome["truncated"],
+				"terminal_observation": {"obs": game.observe(i)}}
+			if outcome.has("outcome"):
+				info["outcome"] = outcome["outcome"]
+			infos.append(info)
 		else:
 			infos.append({})
+	for i in range(n_agents):
+		if dones[i]:
+			game.reset_agent(i)
 	_send({"type": "step", "obs": _all_obs(), "reward": rewards, "done": dones, "info": infos})
 
 
