@@ -363,3 +363,17 @@ def decode_binary_step(
     offset += k
     terminal = np.frombuffer(body, "<f4", n_done * obs_size, offset).reshape(n_done, obs_size)
     return obs, reward, flags, terminal
+
+
+def step_message(
+    key: str, obs: np.ndarray, reward: np.ndarray, done: np.ndarray, infos: list[dict[str, Any]]
+) -> dict[str, Any]:
+    """A game's ``step`` reply for agents with one observation ``key``: what every Python
+    game sends (its observations and rewards as wire floats)."""
+    return {
+        "type": "step",
+        "obs": [{key: row} for row in wire_floats(obs)],
+        "reward": wire_floats(reward),
+        "done": np.asarray(done).tolist(),
+        "info": infos,
+    }

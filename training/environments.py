@@ -10,7 +10,7 @@ from __future__ import annotations
 import importlib
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import gymnasium
 from stable_baselines3.common.vec_env import DummyVecEnv, VecEnv, VecMonitor, VecNormalize
@@ -94,14 +94,22 @@ def make_vec_env(config: TrainConfig, games_log_dir: Path | None = None) -> VecE
     return VecMonitor(env)
 
 
-def game_env_of(env: VecEnv) -> GameVecEnv | None:
-    """The GameVecEnv under any wrappers, or None for in-process training."""
+Wrapped = TypeVar("Wrapped", bound=VecEnv)
+
+
+def wrapped_env(env: VecEnv, kind: type[Wrapped]) -> Wrapped | None:
+    """The VecEnv of ``kind`` under any wrappers of ``env`` (or ``env`` itself), or None."""
     current: Any = env
     while current is not None:
-        if isinstance(current, GameVecEnv):
+        if isinstance(current, kind):
             return current
         current = getattr(current, "venv", None)
     return None
+
+
+def game_env_of(env: VecEnv) -> GameVecEnv | None:
+    """The GameVecEnv under any wrappers, or None for in-process training."""
+    return wrapped_env(env, GameVecEnv)
 
 
 def wrap_normalization(

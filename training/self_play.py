@@ -249,13 +249,3 @@ class SelfPlayPool(BaseCallback):
                 "opponent": opponent.name if opponent is not None else None,
             }
         )
-
-
-def self_play_env_of(env: VecEnv) -> SelfPlayEnv | None:
-    """The :class:`SelfPlayEnv` under any wrappers, or None for a run without self-play."""
-    current: Any = env
-    while current is not None:
-        if isinstance(current, SelfPlayEnv):
-            return current
-        current = getattr(current, "venv", None)
-    return None

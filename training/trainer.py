@@ -56,6 +56,7 @@ from training.environments import (
     launch_config,
     make_vec_env,
     wrap_normalization,
+    wrapped_env,
 )
 from training.eval_callback import PeriodicEvaluation
 from training.evaluation import EvalResult, Policy, evaluate_through_bridge, game_settings
@@ -430,9 +431,9 @@ class TrainingSession:
 
     def self_play_pool(self) -> list[BaseCallback]:
         """``--self-play``: the snapshots, the opponent and the ratings, kept in run.json."""
-        from training.self_play import SelfPlayPool, self_play_env_of
+        from training.self_play import SelfPlayEnv, SelfPlayPool
 
-        env = self_play_env_of(self.env)
+        env = wrapped_env(self.env, SelfPlayEnv)
         if env is None:
             return []
         if self.normalizer is not None:  # opponents see what the learner sees

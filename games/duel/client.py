@@ -81,13 +81,7 @@ class DuelGame:
                 }
             self.world.reset_matches(done)
             obs = self.world.observe()
-        return {
-            "type": "step",
-            "obs": [{OBS_KEY: row} for row in protocol.wire_floats(obs)],
-            "reward": protocol.wire_floats(result.reward),
-            "done": done.tolist(),
-            "info": infos,
-        }
+        return protocol.step_message(OBS_KEY, obs, result.reward, done, infos)
 
     def step_binary(self, body: bytes) -> bytes:
         """Never: the duel speaks JSON only (it sends outcomes in infos)."""

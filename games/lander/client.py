@@ -143,13 +143,7 @@ class LanderGame:
                     "TimeLimit.truncated": bool(result.truncated[index]),
                     "terminal_observation": {OBS_KEY: terminal[index]},
                 }
-        return {
-            "type": "step",
-            "obs": [{OBS_KEY: row} for row in protocol.wire_floats(obs)],
-            "reward": protocol.wire_floats(result.reward),
-            "done": done.tolist(),
-            "info": infos,
-        }
+        return protocol.step_message(OBS_KEY, obs, result.reward, done, infos)
 
     def step_binary(self, body: bytes) -> bytes:
         """The same step in lander's binary encoding (after the trainer offered it)."""

@@ -65,13 +65,7 @@ class StrokeGame:
                 infos[index] = {"terminal_observation": {OBS_KEY: terminal[index]}}
             self.world.reset_agents(result.done)
             obs = self.world.observe()
-        return {
-            "type": "step",
-            "obs": [{OBS_KEY: row} for row in protocol.wire_floats(obs)],
-            "reward": protocol.wire_floats(result.reward),
-            "done": result.done.tolist(),
-            "info": infos,
-        }
+        return protocol.step_message(OBS_KEY, obs, result.reward, result.done, infos)
 
     def step_binary(self, body: bytes) -> bytes:
         """Never offered a binary encoding it accepts (``fast`` stays False)."""

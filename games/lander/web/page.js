@@ -116,15 +116,7 @@
 
   // Game time runs at 60 ticks per second x speed; a step is actionRepeat ticks.
   const stepSeconds = world.actionRepeat / LANDER.TICKS_PER_SECOND / speed;
-  let last = performance.now(), owed = 0;
-  function frame(now) {
-    owed = Math.min(owed + (now - last) / 1000, 1.0);
-    last = now;
-    while (owed >= stepSeconds) { stepWorld(); owed -= stepSeconds; }
-    draw();
-    requestAnimationFrame(frame);
-  }
+  runAtGameSpeed(stepSeconds, stepWorld, draw);
   poll();
   setInterval(poll, 1000);
-  requestAnimationFrame(frame);
 })();

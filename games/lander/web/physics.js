@@ -115,4 +115,18 @@ class LanderWorld {
   }
 }
 
+// Calls step() once per stepSeconds of wall time (catching up at most a second after a
+// stall) and draw() every animation frame: a page's game loop at game speed.
+function runAtGameSpeed(stepSeconds, step, draw) {
+  let last = performance.now(), owed = 0;
+  function frame(now) {
+    owed = Math.min(owed + (now - last) / 1000, 1.0);
+    last = now;
+    while (owed >= stepSeconds) { step(); owed -= stepSeconds; }
+    draw();
+    requestAnimationFrame(frame);
+  }
+  requestAnimationFrame(frame);
+}
+
 if (typeof module !== "undefined") module.exports = { LANDER, LanderWorld };
