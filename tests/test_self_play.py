@@ -105,6 +105,11 @@ def test_self_play_trains_against_snapshots_resumes_its_pool_and_plays_matches(
     assert isinstance(kept, dict) and snapshots[-1].stem in kept, "the pool continued"
 
     bot = str(tmp_path / "bots" / "sp.json")
+    picture = tmp_path / "duel.png"
+    played = lander(tmp_path, "play", bot, "--agents", "3", "--record", str(picture), timeout=120)
+    assert played.returncode == 0, played.stderr
+    assert "3 round(s) against the scripted pilot: wins=" in played.stdout
+    assert picture.stat().st_size > 5000
     match = lander(tmp_path, "match", bot, bot, "--games", "20", "--port", port, timeout=200)
     assert match.returncode == 0, match.stderr
     line = match.stdout.strip().splitlines()[-1]

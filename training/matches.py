@@ -116,7 +116,7 @@ def _play_half(
         observed, rewards, dones, infos = env.step(actions)
         obs = np.asarray(observed)
         for index in mine[np.asarray(dones)[mine]]:
-            if sum(tally.values()) < wanted:
+            if sum(tally.values()) < wanted and "game_restarted" not in infos[index]:
                 tally[round_score(float(rewards[index]), infos[index])] += 1
     return tally
 

@@ -131,7 +131,8 @@ class SelfPlayEnv(VecEnvWrapper):
         obs, rewards, dones, infos = self.venv.step_wait()
         self._obs = np.asarray(obs)
         for index in self.learner[np.asarray(dones)[self.learner]]:
-            self.on_round(round_score(float(rewards[index]), infos[index]))
+            if "game_restarted" not in infos[index]:  # a round a fault cut short decides nothing
+                self.on_round(round_score(float(rewards[index]), infos[index]))
         learner = self.learner
         return self._obs[learner], rewards[learner], dones[learner], [infos[i] for i in learner]
 
