@@ -92,7 +92,7 @@ def test_self_play_trains_against_snapshots_resumes_its_pool_and_plays_matches(
     assert isinstance(ratings, dict) and state["side"] == "red"
     assert int(state["rounds"]) > 0 and ratings["learner"] != 1200.0  # type: ignore[call-overload]
     snapshots = sorted((tmp_path / "checkpoints" / "sp" / "snapshots").glob("snap_*.pt"))
-    assert len(snapshots) == 3, "the window keeps the newest three"
+    assert len(snapshots) == 5, "0, 1024, 2048, 3072 and 4096: none beyond the window yet"
     assert all(path.stem in ratings for path in snapshots)
     assert tensorboard_steps(tmp_path / "logs" / "sp", "self_play/elo")
 
@@ -103,6 +103,10 @@ def test_self_play_trains_against_snapshots_resumes_its_pool_and_plays_matches(
     assert int(after["rounds"]) > int(state["rounds"])  # type: ignore[call-overload]
     kept = after["ratings"]
     assert isinstance(kept, dict) and snapshots[-1].stem in kept, "the pool continued"
+    # 5120 and 6144 added: the window is the newest three (4096, 5120, 6144); of the older
+    # ones the milestones stay (the 0th, 1st, 2nd and 4th snapshot) and 3072 (the 3rd) goes.
+    steps = [p.stem[5:] for p in sorted(snapshots[0].parent.glob("snap_*.pt"))]
+    assert [int(step) for step in steps] == [0, 1024, 2048, 4096, 5120, 6144]
 
     bot = str(tmp_path / "bots" / "sp.json")
     picture = tmp_path / "duel.png"
@@ -132,8 +136,8 @@ def test_self_play_trains_against_snapshots_resumes_its_pool_and_plays_matches(
     assert tiers["hard"]["tier_source"] == "final" and "versus_hardest" not in tiers["hard"]
     assert tiers["easy"]["versus_hardest"]["games"] == 10
     assert json.loads((tmp_path / "bots" / "sp.json").read_text())["rating"]["elo"] > 0
-    too_many = lander(tmp_path, "export", "sp", "--tiers", "a,b,c,d,e,f", timeout=120)
-    assert too_many.returncode == 1 and "6 tiers need 6 rated models" in too_many.stderr
+    too_many = lander(tmp_path, "export", "sp", "--tiers", "a,b,c,d,e,f,g,h,i", timeout=120)
+    assert too_many.returncode == 1 and "9 tiers need 9 rated models" in too_many.stderr
 
     git(tmp_path, "init", "-q", "-b", "main")
     git(tmp_path, "add", "bots")

@@ -352,7 +352,8 @@ class TrainConfig:
         panel="Self-play",
     )  # fmt: skip
     snapshot_window: int = setting(
-        10, help="With --self-play: the newest snapshots kept as opponents.", low=1,
+        10, help="With --self-play: the newest snapshots that may be the opponent (the run "
+        "also keeps log-spaced milestones of its history).", low=1,
         panel="Self-play",
     )  # fmt: skip
     play_latest: float = setting(

@@ -186,23 +186,34 @@ class SelfPlayPool(BaseCallback):
         return sorted(self.folder.glob(SNAPSHOT_GLOB))
 
     def take_snapshot(self) -> Path:
-        """Freeze the learner now: a file of the run, rated as the learner is; the oldest
-        beyond the window go."""
+        """Freeze the learner now: a file of the run, rated as the learner is. Beyond the
+        window only milestones stay (:meth:`milestone`): the run's history, in few files."""
         buffer = io.BytesIO()
         torch.save({k: v.cpu() for k, v in self.model.policy.state_dict().items()}, buffer)
         path = self.folder / f"snap_{self.num_timesteps:012d}.pt"
         write_bytes_atomic(path, buffer.getvalue())
         self.ratings[path.stem] = self.ratings[LEARNER]
         for old in self.snapshots()[: -self.config.snapshot_window]:
-            old.unlink(missing_ok=True)
-            self.ratings.pop(old.stem, None)
+            if not self.milestone(old):
+                old.unlink(missing_ok=True)
+                self.ratings.pop(old.stem, None)
         self._save_state()
         return path
+
+    def milestone(self, path: Path) -> bool:
+        """A snapshot kept for good: the first, and the 1st, 2nd, 4th, 8th, ... after it
+        (counted in ``--snapshot-every`` steps), so graded bots can come from early on."""
+        ordinal = round(int(path.stem.removeprefix("snap_")) / self.config.snapshot_every)
+        return ordinal == 0 or ordinal & (ordinal - 1) == 0
+
+    def window(self) -> list[Path]:
+        """The snapshots that may be the opponent: the newest ``--snapshot-window``."""
+        return self.snapshots()[-self.config.snapshot_window :]
 
     def swap(self) -> None:
         """The next opponent: the newest snapshot with probability ``--play-latest``, else
         one of the window at random."""
-        window = self.snapshots()
+        window = self.window()
         if not window:
             return
         latest = self.rng.random() < self.config.play_latest
