@@ -167,3 +167,18 @@ def test_self_play_on_a_game_with_one_side_is_one_line_and_leaves_nothing(tmp_pa
     )
     match = lander(tmp_path, "match", "nope.json", "nope.json", timeout=60)
     assert match.returncode == 1 and "nope.json" in match.stderr and "Traceback" not in match.stderr
+
+
+def test_tiers_are_spread_by_rating_from_the_weakest_to_the_final_model() -> None:
+    from training.tiers import Candidate, pick
+
+    ratings = [("s0", 1019.0), ("s1", 1600.0), ("s2", 1700.0), ("s3", 1900.0), ("final", 1931.0)]
+    found = [Candidate(name, Path(name), rating) for name, rating in ratings]
+    chosen = pick(found, ["easy", "medium", "hard"])
+    assert [(tier, c.name) for tier, c in chosen] == [
+        ("easy", "s0"),
+        ("medium", "s1"),
+        ("hard", "final"),
+    ]
+    five = [c.name for _, c in pick(found, ["a", "b", "c", "d", "e"])]
+    assert five == ["s0", "s1", "s2", "s3", "final"]

@@ -11,6 +11,7 @@ it again).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -105,7 +106,8 @@ def candidates(paths: RunPaths, record: RunRecord, console: Console | None) -> l
 
 
 def pick(found: list[Candidate], names: list[str]) -> list[tuple[str, Candidate]]:
-    """The candidates the tiers come from: evenly spread from the weakest to the final.
+    """The candidates the tiers come from, spread by rating: the weakest, the final model,
+    and between them the ones nearest evenly spaced ratings (each used once).
 
     :raises ExportError: fewer candidates than tiers.
     """
@@ -114,9 +116,22 @@ def pick(found: list[Candidate], names: list[str]) -> list[tuple[str, Candidate]
             f"{len(names)} tiers need {len(names)} rated models; run has {len(found)} "
             "(train longer, or keep more snapshots with --snapshot-window)"
         )
-    last = len(found) - 1
-    chosen = [round(index * last / (len(names) - 1)) for index in range(len(names))]
-    return [(name, found[position]) for name, position in zip(names, chosen, strict=True)]
+    finite = [c.rating for c in found if math.isfinite(c.rating)]
+    top = max(finite) if finite else 0.0
+    ratings = [c.rating if math.isfinite(c.rating) else top for c in found]
+    low, high = ratings[0], ratings[-1]
+    chosen = {0, len(found) - 1}
+    picks = [0]
+    for index in range(1, len(names) - 1):
+        goal = low + (high - low) * index / (len(names) - 1)
+        free = [i for i in range(len(found)) if i not in chosen]
+        nearest = min(free, key=lambda i: (abs(ratings[i] - goal), i))
+        chosen.add(nearest)
+        picks.append(nearest)
+    picks.append(len(found) - 1)
+    order = sorted(picks[1:-1], key=lambda i: ratings[i])  # the tiers between, weakest first
+    positions = [picks[0], *order, picks[-1]]
+    return [(name, found[position]) for name, position in zip(names, positions, strict=True)]
 
 
 def export_tiers(
