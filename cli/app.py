@@ -50,6 +50,17 @@ def _root() -> None:
     network_timeout_s()  # a bad LANDER_GIT_TIMEOUT is one line before any work
 
 
+def _game_option(help_text: str) -> Any:
+    """The ``--game`` option of a command that plays a bundled game."""
+    return typer.Option(metavar="|".join(BUNDLED_GAMES), help=help_text, show_default=False)
+
+
+def _check_game(game: str | None) -> None:
+    """One red line for a ``--game`` that is no bundled game (None: not given)."""
+    if game is not None and game not in BUNDLED_GAMES:
+        fail(f"--game must be one of {', '.join(BUNDLED_GAMES)}, got {game!r}")
+
+
 @app.command(cls=PanelledCommand)
 def setup(
     game_bin: Annotated[
@@ -171,9 +182,9 @@ def evaluate(
     seed: Annotated[int, typer.Option(help="Seed of the evaluation episodes.")] = 1000,
     game: Annotated[
         str,
-        typer.Option(
-            metavar="|".join(BUNDLED_GAMES),
-            help="The bundled game --policy random|reference plays (a bot knows its own).",
+        _game_option(
+            "The bundled game --policy random|reference plays (a bot knows its own) "
+            f"[default: {DEFAULT_GAME}]."
         ),
     ] = DEFAULT_GAME,
     transport: Annotated[
@@ -198,8 +209,7 @@ def evaluate(
     untracked .lander/evaluations.jsonl unless --publish."""
     from cli.bot_flow import evaluate_and_report
 
-    if game not in BUNDLED_GAMES:
-        fail(f"--game must be one of {', '.join(BUNDLED_GAMES)}, got {game!r}")
+    _check_game(game)
     if transport is not None and transport not in TRANSPORTS:
         fail(f"--transport must be one of {', '.join(TRANSPORTS)}, got {transport!r}")
     evaluate_and_report(
@@ -261,12 +271,7 @@ def match(
         int, typer.Option(help="Rounds to play (A plays each side for half of them).")
     ] = 40,
     game: Annotated[
-        str | None,
-        typer.Option(
-            metavar="|".join(BUNDLED_GAMES),
-            help="The bundled game to play [default: the one A trained on].",
-            show_default=False,
-        ),
+        str | None, _game_option("The bundled game to play [default: the one A trained on].")
     ] = None,
     game_bin: flags.GameBin = None,
     port: Annotated[int, typer.Option(help="Base TCP port of the game.")] = DEFAULT_PORT,
@@ -276,8 +281,7 @@ def match(
     wins, draws, losses, A's score with its 95% interval and the Elo difference."""
     from cli.bot_flow import match_and_report
 
-    if game is not None and game not in BUNDLED_GAMES:
-        fail(f"--game must be one of {', '.join(BUNDLED_GAMES)}, got {game!r}")
+    _check_game(game)
     match_and_report(project_root(), first, second, games, game, game_bin, port, seed)
 
 
@@ -285,11 +289,7 @@ def match(
 def ladder(
     game: Annotated[
         str | None,
-        typer.Option(
-            metavar="|".join(BUNDLED_GAMES),
-            help="The game whose bots play [default: the first bundled game with sides].",
-            show_default=False,
-        ),
+        _game_option("The game whose bots play [default: the first bundled game with sides]."),
     ] = None,
     games: Annotated[int, typer.Option(help="Rounds each pair of bots plays.")] = 20,
     port: Annotated[int, typer.Option(help="Base TCP port of the game.")] = DEFAULT_PORT,
@@ -298,8 +298,7 @@ def ladder(
     (derived on demand, like the champion; the matches stay this checkout's own)."""
     from cli.bot_flow import ladder_and_report
 
-    if game is not None and game not in BUNDLED_GAMES:
-        fail(f"--game must be one of {', '.join(BUNDLED_GAMES)}, got {game!r}")
+    _check_game(game)
     if games < 2:
         fail(f"--games must be at least 2 (each bot plays each side), got {games}")
     chosen = game or next(name for name in BUNDLED_GAMES if game_entry(name).sides)

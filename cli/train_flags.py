@@ -136,11 +136,13 @@ def collect_settings(**given: Any) -> dict[str, Any]:
     if settings.get(GAME_ARG):
         settings["game_args"] = parse_game_args(settings.pop(GAME_ARG))
     settings.pop(GAME_ARG, None)
-    if "game_bin" in settings:
+    for name in ("game_bin", "opponent"):  # a path from any folder names the same file later
+        if name not in settings:
+            continue
         try:
-            settings["game_bin"] = str(Path(settings["game_bin"]).resolve())
+            settings[name] = str(Path(settings[name]).resolve())
         except (RuntimeError, OSError) as exc:  # a symlink loop (RuntimeError before 3.13)
-            raise ConfigError(f"--game-bin {str(settings['game_bin'])!r}: {exc}") from None
+            raise ConfigError(f"{option_name(name)} {str(settings[name])!r}: {exc}") from None
     return settings
 
 

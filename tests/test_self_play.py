@@ -165,6 +165,14 @@ def test_self_play_on_a_game_with_one_side_is_one_line_and_leaves_nothing(tmp_pa
     assert (
         not (tmp_path / "checkpoints" / "one").exists() and not (tmp_path / "logs" / "one").exists()
     )
+    missing = lander(tmp_path, "train", "two", "--game", "duel", "--self-play", "--opponent",
+                     str(tmp_path / "gone.json"), "--no-git", timeout=120)  # fmt: skip
+    assert (
+        missing.returncode == 1
+        and "gone.json" in missing.stderr
+        and "Traceback" not in missing.stderr
+    )
+    assert not (tmp_path / "logs" / "two").exists()
     match = lander(tmp_path, "match", "nope.json", "nope.json", timeout=60)
     assert match.returncode == 1 and "nope.json" in match.stderr and "Traceback" not in match.stderr
 

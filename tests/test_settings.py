@@ -47,7 +47,11 @@ def test_train_options_are_the_declared_settings_and_the_session_options() -> No
     assert _options("train") - session == DECLARED
 
 
-NEEDS = {"instances_per_node": {"cluster": "10.0.0.5:6379"}}
+NEEDS: dict[str, dict[str, str | None]] = {
+    "instances_per_node": {"cluster": "10.0.0.5:6379"},
+    "opponent": {"self_play": None},  # None: a flag without a value
+}
+A_BOT = Path(__file__).resolve().parent / "fixtures" / "old_layout" / "bots" / "old1.json"
 
 
 def _changed(item_name: str, default: Any, tmp_path: Path) -> tuple[list[str], Any]:
@@ -70,6 +74,8 @@ def _changed(item_name: str, default: Any, tmp_path: Path) -> tuple[list[str], A
         return [flag, "10.0.0.5:6379"], "10.0.0.5:6379"
     if item_name == "instances_per_node":
         return [flag, "2"], 2
+    if item_name == "opponent":
+        return [flag, str(A_BOT)], str(A_BOT)
     if isinstance(default, bool):
         return [flag if not default else f"--no-{flag[2:]}"], not default
     if item_name in ("gamma", "gae_lambda"):
@@ -92,7 +98,7 @@ def test_every_option_changes_the_setting_it_names(
         argv, expected = _changed(item.name, getattr(defaults, item.name), tmp_path)
         needs = NEEDS.get(item.name, {})  # a setting that only applies beside another
         for name, value in needs.items():
-            argv += [option_name(name), value]
+            argv += [option_name(name)] if value is None else [option_name(name), value]
         result = CliRunner().invoke(app, ["train", "x", *argv], env={"LANDER_HOME": str(tmp_path)})
         assert result.exit_code == 0, (argv, result.output)
         config = plan_training(requests[-1]).config

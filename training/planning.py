@@ -146,6 +146,10 @@ def plan_training(request: TrainRequest, console: Console | None = None) -> Trai
             f"--device {config.device}: torch {torch.__version__} sees no CUDA device here; "
             "use --device auto or cpu"
         )
+    if config.opponent is not None:
+        from game_bridge.bot_runner import BotRunner
+
+        BotRunner.from_file(Path(config.opponent))  # a bad --opponent is one line, before any game
     return TrainPlan(paths, config, resume_point, parent, previous, damaged)
 
 
