@@ -32,6 +32,7 @@ from games.duel.controllers import scripted_actions
 from games.duel.scoring import DuelSettings
 from training.evaluation import Policy, model_policy
 from training.run_paths import RunPaths
+from training.self_play import SNAPSHOT_GLOB
 from training.tiers import export_tiers
 from training.trainer import TrainRequest, load_for_inference, train
 
@@ -107,8 +108,8 @@ def main() -> None:
         paths = RunPaths(home, "sp")
         final = paths.final
         learner = policy_of(final)
-        snapshots = sorted((paths.checkpoints / "snapshots").glob("snap_*.pt"))
-        first_snapshot = paths.checkpoints / "snapshots" / "snap_000000000000.pt"
+        snapshots = sorted(paths.snapshots.glob(SNAPSHOT_GLOB))
+        first_snapshot = paths.snapshots / "snap_000000000000.pt"
         versus_first = (
             score(learner, policy_of(first_snapshot, final), args.rounds)
             if first_snapshot.exists()

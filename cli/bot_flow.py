@@ -250,7 +250,7 @@ def _game_of(root: Path, target: str) -> str:
             return str(trained.get("game") or DEFAULT_GAME)
         record = RunPaths(root, target).run_json
         return RunRecord.load(record).config.game if record.is_file() else DEFAULT_GAME
-    except (LanderError, AttributeError):
+    except LanderError:
         return DEFAULT_GAME  # the page itself reports a bot it cannot fly
 
 
@@ -329,7 +329,9 @@ def _play(
     bot_facts(second_bot, second)
     chosen = game or str(trained.get("game") or DEFAULT_GAME)
     launch = game_launch(chosen, game_bin)
-    agents = {} if game_bin is not None else {"agents": str(2 * min(rounds, 8))}
+    # A bundled game plays up to 8 matches at once: an agent of each side per match.
+    per_match = max(len(game_entry(chosen).sides), 2)
+    agents = {} if game_bin is not None else {"agents": str(per_match * min(rounds, 8))}
     env = GameVecEnv(LaunchConfig(**launch, base_port=port, seed=seed, game_args=agents))
     try:
         return play_match(first_bot.act, second_bot.act, rounds, env)
@@ -354,23 +356,14 @@ def _export_tiers(paths: RunPaths, text: str, games: int) -> None:
             return _play(first, second, games, game, None, DEFAULT_PORT, 0)
 
     for tier in export_tiers(paths, names, console, versus):
-        rating = ", ".join(f"{k} {v:.1f}" for k, v in _rating_of(tier.bot_json).items())
-        against = tier.versus_hardest
-        measured = (
-            f"; against {names[-1]}: {against.line(tier.name, names[-1]).split(': ', 1)[1]}"
-            if against is not None
-            else ""
+        rating = ", ".join(
+            f"{k} {v:.1f}" for k, v in tier.rating.items() if isinstance(v, int | float)
         )
+        against = tier.versus_hardest
+        measured = f"; against {names[-1]}: {against.summary()}" if against is not None else ""
         console.print(
             f"{tier.name}: {tier.bot_json.name} from {tier.candidate.name} ({rating}){measured}"
         )
-
-
-def _rating_of(bot_json: Path) -> dict[str, float]:
-    import json
-
-    rating = json.loads(bot_json.read_text()).get("rating") or {}
-    return {k: float(v) for k, v in rating.items() if isinstance(v, int | float)}
 
 
 def ladder_and_report(root: Path, game: str, rounds: int, port: int) -> None:

@@ -237,17 +237,24 @@ def keep_out_of_git(root: Path, name: str) -> None:
     path.write_text("\n".join([*existing, *_exclude_lines(name)]) + "\n")
 
 
-def kept_out_of_git(root: Path, run: str) -> bool:
-    """True when :func:`keep_out_of_git` holds for ``run`` (by its name, or a pattern like
-    a sweep's ``NAME-t*`` that matches it); False outside a repository."""
+def kept_out_names(root: Path) -> list[str]:
+    """Every name :func:`keep_out_of_git` holds for (a run, or a pattern like a sweep's
+    ``NAME-t*``); none outside a repository. Read once for many runs (``lander status``)."""
     repo = open_repo(root)
-    path = _exclude_file(repo) if repo is not None else None
-    if path is None or not path.exists():
-        return False
-    for line in path.read_text().splitlines():
-        if line.startswith(EXCLUDE_MARK) and fnmatch.fnmatchcase(run, line[len(EXCLUDE_MARK) :]):
-            return True
-    return False
+    return _kept_out_names_of(repo) if repo is not None else []
+
+
+def _kept_out_names_of(repo: git.Repo) -> list[str]:
+    path = _exclude_file(repo)
+    lines = path.read_text().splitlines() if path.exists() else []
+    return [line[len(EXCLUDE_MARK) :] for line in lines if line.startswith(EXCLUDE_MARK)]
+
+
+def kept_out_of_git(root: Path, run: str, names: list[str] | None = None) -> bool:
+    """True when :func:`keep_out_of_git` holds for ``run`` (by its name, or a pattern that
+    matches it); ``names`` is :func:`kept_out_names` when the caller has read it."""
+    names = kept_out_names(root) if names is None else names
+    return any(fnmatch.fnmatchcase(run, name) for name in names)
 
 
 def let_into_git(root: Path, name: str) -> bool:
@@ -389,6 +396,8 @@ class PushStates:
         self.changed: set[str] = set()
         self.unpushed: set[str] = set()
         self.upstream: git.RemoteReference | None = None
+        self.kept_out = _kept_out_names_of(self.repo) if self.repo is not None else []
+        """:func:`kept_out_names`, read with the rest."""
         if self.repo is None or not self.valid:
             return
         folders = ["checkpoints", "logs", "bots"]

@@ -10,7 +10,13 @@ from pathlib import Path
 
 from cli.console import console, fail, how
 from cli.dashboard import choose_dashboard, dashboard_url, free_port
-from cli.git_sync import keep_out_of_git, kept_out_of_git, let_into_git, run_paths_to_stage
+from cli.git_sync import (
+    keep_out_of_git,
+    kept_out_names,
+    kept_out_of_git,
+    let_into_git,
+    run_paths_to_stage,
+)
 from cli.publishing import in_git, publish_files
 from cli.tmux_sessions import (
     TRAIN_WINDOW,
@@ -173,7 +179,8 @@ def _let_trial_in(root: Path, run: str, record: RunRecord) -> None:
         return
     pattern = f"{sweep.get('name')}-t*"
     trials = [path.parent.name for path in (root / "checkpoints").glob(f"{pattern}/run.json")]
-    kept = [trial for trial in trials if trial != run and kept_out_of_git(root, trial)]
+    names = kept_out_names(root)
+    kept = [trial for trial in trials if trial != run and kept_out_of_git(root, trial, names)]
     if not let_into_git(root, pattern):
         return
     for trial in kept:
@@ -192,8 +199,10 @@ def push_runs(root: Path, run: str | None = None) -> None:
             console.print(f"run {run}: no longer kept out of git")
         runs = [run]
     else:
-        every = [record.run for record in load_runs(root)]
-        runs = [name for name in every if in_git(RunPaths(root, name))]
+        records = load_runs(root)
+        every = [record.run for record in records]
+        names = kept_out_names(root)
+        runs = [r.run for r in records if in_git(RunPaths(root, r.run), r, names)]
         kept_out = sorted(set(every) - set(runs))
         if kept_out:
             console.print(

@@ -17,11 +17,17 @@ from training.run_paths import RunPaths
 from training.run_record import RunRecord
 
 
-def in_git(paths: RunPaths, record: RunRecord | None = None) -> bool:
+def in_git(
+    paths: RunPaths, record: RunRecord | None = None, kept_out: list[str] | None = None
+) -> bool:
     """False for a run whose last session was trained with ``--no-git``: what this
     checkout's ``.git/info/exclude`` says, the one place that is said. A record from
-    before then that says ``git: false`` is moved there on the way."""
-    if kept_out_of_git(paths.root, paths.run):
+    before then that says ``git: false`` is moved there on the way.
+
+    :param record: the run's record, when the caller has read it.
+    :param kept_out: :func:`cli.git_sync.kept_out_names`, when the caller has read it.
+    """
+    if kept_out_of_git(paths.root, paths.run, kept_out):
         return False
     try:
         legacy = (record or RunRecord.load(paths.run_json)).extra.legacy_git

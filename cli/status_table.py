@@ -18,6 +18,7 @@ from cli.tmux_sessions import TRAIN_WINDOW, find_session, window_alive
 from cli.trainer_lock import holder
 from training.eval_records import EvalRecord, best_by_run
 from training.local_state import checkout_id
+from training.ratings import LEARNER
 from training.run_paths import RunPaths
 from training.run_record import RunRecord, load_runs, placement_summary, scan_runs
 
@@ -28,7 +29,7 @@ def _state(root: Path, record: RunRecord, training_here: str | None) -> str:
     resumes = len(record.extra.auto_resumes)
     healed = f" (auto-resumed {resumes}x)" if resumes else ""
     ratings = (record.extra.self_play or {}).get("ratings") or {}
-    elo = f" (elo {float(ratings['learner']):.0f})" if "learner" in ratings else ""
+    elo = f" (elo {float(ratings[LEARNER]):.0f})" if LEARNER in ratings else ""
     return _bare_state(root, record, training_here) + where + healed + elo
 
 
@@ -155,7 +156,7 @@ def _row(
         "-" if evaluation is None else f"{evaluation:.1f}",
         str(extra.restarts),
         _health(record),
-        push_state(record.run, in_git(RunPaths(root, record.run), record)),
+        push_state(record.run, in_git(RunPaths(root, record.run), record, push_state.kept_out)),
         record.parent or "",
     ]
 

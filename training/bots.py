@@ -29,6 +29,7 @@ from training.evaluation import (
     game_settings,
     model_policy,
 )
+from training.ratings import LEARNER
 from training.run_paths import InvalidRunName, RunPaths, validate_run_name
 from training.run_record import RunRecord
 
@@ -157,7 +158,7 @@ def rating_notes(record: RunRecord | None) -> dict[str, Any]:
     """The bot file's ``rating`` of a self-play run: the learner's Elo when it was exported."""
     state = record.extra.self_play if record is not None else None
     ratings = (state or {}).get("ratings") or {}
-    learner = ratings.get("learner")
+    learner = ratings.get(LEARNER)
     return {"rating": {"elo": learner, "rounds": state.get("rounds")}} if state and learner else {}
 
 

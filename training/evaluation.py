@@ -23,8 +23,6 @@ if TYPE_CHECKING:  # only types here: a bot is evaluated on a light install, wit
 from games import DEFAULT_GAME, game_entry
 from games.spec import Policy, Scorer
 
-__all__ = ["EvalResult", "GameSettings", "Policy", "evaluate_in_process", "game_settings"]
-
 
 @dataclass(frozen=True)
 class EvalResult:

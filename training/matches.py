@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from training.evaluation import Policy
-from training.ratings import elo_difference, round_score
+from training.ratings import assemble_actions, elo_difference, finished_rounds, sides_of
 
 if TYPE_CHECKING:  # a light install plays matches: the VecEnv's module imports SB3
     from game_bridge.vec_env import GameVecEnv
@@ -59,20 +59,18 @@ class MatchResult:
         n = max(self.games, 1)
         return elo_difference(min(max(self.score, 0.5 / n), 1 - 0.5 / n))
 
-    def line(self, first: str, second: str) -> str:
-        """The one line ``lander match`` prints."""
+    def summary(self) -> str:
+        """The tally, the score with its interval and the Elo difference, on one line."""
         low, high = self.interval()
         return (
-            f"{first} vs {second}: {self.games} rounds: wins={self.wins} draws={self.draws} "
-            f"losses={self.losses} score={self.score:.3f} (95% {low:.3f}-{high:.3f}) "
+            f"{self.games} rounds: wins={self.wins} draws={self.draws} losses={self.losses} "
+            f"score={self.score:.3f} (95% {low:.3f}-{high:.3f}) "
             f"elo_difference={self.elo_difference():+.0f}"
         )
 
-
-def sides_of(env: GameVecEnv) -> list[str]:
-    """The side of every agent of ``env``, in its order (instance-major)."""
-    names = env.env_info.policy_names
-    return [names[index % len(names)] for index in range(env.num_envs)]
+    def line(self, first: str, second: str) -> str:
+        """The one line ``lander match`` prints."""
+        return f"{first} vs {second}: {self.summary()}"
 
 
 def play_match(first: Policy, second: Policy, rounds: int, env: GameVecEnv) -> MatchResult:
@@ -82,7 +80,7 @@ def play_match(first: Policy, second: Policy, rounds: int, env: GameVecEnv) -> M
 
     :raises ValueError: for a game with fewer than two sides.
     """
-    sides = np.asarray(sides_of(env))
+    sides = np.asarray(sides_of(env.env_info.policy_names, env.num_envs))
     names = list(dict.fromkeys(sides.tolist()))
     if len(names) < 2:
         raise ValueError(f"a match needs a game with two sides; this one names only {names[0]!r}")
@@ -110,14 +108,11 @@ def _play_half(
     obs = np.asarray(env.reset())
     space = env.action_space
     while sum(tally.values()) < wanted:
-        actions = np.zeros((env.num_envs, *(space.shape or ())), dtype=space.dtype)
-        actions[mine] = np.asarray(first(obs[mine])).reshape(len(mine), *actions.shape[1:])
-        actions[theirs] = np.asarray(second(obs[theirs])).reshape(len(theirs), *actions.shape[1:])
-        observed, rewards, dones, infos = env.step(actions)
+        groups = [(mine, first(obs[mine])), (theirs, second(obs[theirs]))]
+        observed, rewards, dones, infos = env.step(assemble_actions(space, env.num_envs, groups))
         obs = np.asarray(observed)
-        for index in mine[np.asarray(dones)[mine]]:
-            if sum(tally.values()) < wanted and "game_restarted" not in infos[index]:
-                tally[round_score(float(rewards[index]), infos[index])] += 1
+        for score in finished_rounds(mine, rewards, dones, infos)[: wanted - sum(tally.values())]:
+            tally[score] += 1
     return tally
 
 

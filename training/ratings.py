@@ -1,11 +1,16 @@
 """Ratings from rounds: the Elo expectation and update, the rating difference a score
-implies, and a round's score from what the game said (light: no torch)."""
+implies, a round's score from what the game said, and the sides' share of a VecEnv step
+that self-play and matches both need (light: no torch)."""
 
 from __future__ import annotations
 
 import math
 from typing import Any
 
+import numpy as np
+
+LEARNER = "learner"
+"""The learning policy's name in a self-play run's table of ratings (``extra.self_play``)."""
 ELO_START = 1200.0
 """Every player's first rating (ML-Agents' initial ELO)."""
 ELO_K = 16.0
@@ -34,3 +39,32 @@ def round_score(reward: float, info: dict[str, Any]) -> float:
     if outcome in OUTCOME_SCORES:
         return OUTCOME_SCORES[str(outcome)]
     return 1.0 if reward > 0 else 0.5 if reward == 0 else 0.0
+
+
+def finished_rounds(
+    agents: np.ndarray, rewards: np.ndarray, dones: np.ndarray, infos: list[dict[str, Any]]
+) -> list[float]:
+    """The scores of the rounds that ended this step for ``agents`` (indices), in their
+    order; a round a game restart cut short decides nothing and is left out."""
+    return [
+        round_score(float(rewards[index]), infos[index])
+        for index in agents[np.asarray(dones)[agents]]
+        if "game_restarted" not in infos[index]
+    ]
+
+
+def sides_of(policy_names: tuple[str, ...], num_envs: int) -> list[str]:
+    """The side of every agent of a VecEnv of ``num_envs`` agents (instance-major), from one
+    instance's ``agent_policy_names``."""
+    return [policy_names[index % len(policy_names)] for index in range(num_envs)]
+
+
+def assemble_actions(
+    space: Any, num_envs: int, groups: list[tuple[np.ndarray, np.ndarray]]
+) -> np.ndarray:
+    """One action batch for every agent, from each group's (agent indices, actions)."""
+    full = np.zeros((num_envs, *(space.shape or ())), dtype=space.dtype)
+    for agents, actions in groups:
+        if len(agents):
+            full[agents] = np.asarray(actions).reshape(len(agents), *full.shape[1:])
+    return full

@@ -74,6 +74,11 @@ class RunPaths:
         return self.logs / "train.log"
 
     @property
+    def snapshots(self) -> Path:
+        """A self-play run's frozen snapshots of its learner (committed with the run)."""
+        return self.checkpoints / "snapshots"
+
+    @property
     def games_log_dir(self) -> Path:
         """Each game instance's console output (not committed: see .gitignore)."""
         return self.logs / "games"

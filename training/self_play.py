@@ -28,10 +28,17 @@ from stable_baselines3.common.vec_env.base_vec_env import VecEnvStepReturn
 from game_bridge.bot_runner import BotRunner
 from game_bridge.vec_env import GameVecEnv
 from training.config import ConfigError, TrainConfig
-from training.ratings import ELO_K, ELO_START, expected_score, round_score
+from training.ratings import (
+    ELO_K,
+    ELO_START,
+    LEARNER,
+    assemble_actions,
+    expected_score,
+    finished_rounds,
+    sides_of,
+)
 from training.run_record import write_bytes_atomic
 
-LEARNER = "learner"
 SNAPSHOT_GLOB = "snap_*.pt"
 
 
@@ -107,8 +114,7 @@ class SelfPlayEnv(VecEnvWrapper):
             )
         if games.observation_space.shape is None:
             raise ConfigError("--self-play plays games with one observation key")
-        per_agent = [names[index % len(names)] for index in range(games.num_envs)]
-        return cls(games, sides[0], per_agent)
+        return cls(games, sides[0], sides_of(names, games.num_envs))
 
     def reset(self) -> np.ndarray:
         self._obs = np.asarray(self.venv.reset())
@@ -117,22 +123,16 @@ class SelfPlayEnv(VecEnvWrapper):
     def step_async(self, actions: np.ndarray) -> None:
         if self._obs is None or self.opponent is None:
             raise RuntimeError("self-play steps after reset, with an opponent")
-        space = self.action_space
-        full = np.zeros((self.venv.num_envs, *(space.shape or ())), dtype=space.dtype)
-        full[self.learner] = np.asarray(actions).reshape(len(self.learner), *full.shape[1:])
+        groups = [(self.learner, actions)]
         if len(self.others):
-            opponent_actions = self.opponent.act(self._obs[self.others])
-            full[self.others] = np.asarray(opponent_actions).reshape(
-                len(self.others), *full.shape[1:]
-            )
-        self.venv.step_async(full)
+            groups.append((self.others, self.opponent.act(self._obs[self.others])))
+        self.venv.step_async(assemble_actions(self.action_space, self.venv.num_envs, groups))
 
     def step_wait(self) -> VecEnvStepReturn:
         obs, rewards, dones, infos = self.venv.step_wait()
         self._obs = np.asarray(obs)
-        for index in self.learner[np.asarray(dones)[self.learner]]:
-            if "game_restarted" not in infos[index]:  # a round a fault cut short decides nothing
-                self.on_round(round_score(float(rewards[index]), infos[index]))
+        for score in finished_rounds(self.learner, rewards, dones, infos):
+            self.on_round(score)
         learner = self.learner
         return self._obs[learner], rewards[learner], dones[learner], [infos[i] for i in learner]
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -24,8 +24,10 @@ from training.checkpoints import CheckpointError, find_resume_point
 from training.errors import ExportError
 from training.evaluation import evaluate_in_process, game_settings, model_policy
 from training.matches import MatchResult
+from training.ratings import LEARNER
 from training.run_paths import RunPaths
 from training.run_record import RunRecord
+from training.self_play import SNAPSHOT_GLOB
 
 TIER_NAMES = ("easy", "medium", "hard")
 
@@ -46,11 +48,13 @@ class Candidate:
 
 @dataclass(frozen=True)
 class Tier:
-    """One exported tier: its name, the candidate it came from, and its bot file."""
+    """One exported tier: its name, the candidate it came from, its bot file and the
+    ``rating`` that file states."""
 
     name: str
     candidate: Candidate
     bot_json: Path
+    rating: dict[str, Any]
     versus_hardest: MatchResult | None = None
 
 
@@ -70,23 +74,22 @@ def parse_tiers(text: str) -> list[str]:
     return names
 
 
-def candidates(paths: RunPaths, record: RunRecord, console: Console | None) -> list[Candidate]:
-    """The run's models with their strength, weakest first (the final model last).
+def candidates(paths: RunPaths, record: RunRecord, final: Path) -> list[Candidate]:
+    """The run's models with their strength, weakest first (``final``, the model it
+    exports, last).
 
     :raises ExportError: a run on a game lander cannot rate (a ``--game-bin`` game that
         trained without self-play).
     """
-    final = find_resume_point(paths.root, paths.run, console).model
     state = record.extra.self_play
     if state is not None:
         ratings = state.get("ratings") or {}
-        folder = paths.checkpoints / "snapshots"
         found = [
             Candidate(path.stem, path, float(ratings.get(path.stem, 0.0)))
-            for path in sorted(folder.glob("snap_*.pt"))
+            for path in sorted(paths.snapshots.glob(SNAPSHOT_GLOB))
             if path.stem in ratings
         ]
-        learner = Candidate("final", final, float(ratings.get("learner", 0.0)))
+        learner = Candidate("final", final, float(ratings.get(LEARNER, 0.0)))
         return [*sorted(found, key=lambda c: c.rating), learner]
     if record.config.game_bin is not None:
         raise ExportError(
@@ -152,8 +155,8 @@ def export_tiers(
     if not paths.run_json.exists():
         raise CheckpointError(f"run {paths.run!r} has no run.json to rank its models by")
     record = RunRecord.load(paths.run_json)
-    chosen = pick(candidates(paths, record, console), names)
     final = find_resume_point(paths.root, paths.run, console).model
+    chosen = pick(candidates(paths, record, final), names)
     tiers = []
     for name, candidate in chosen:
         source = candidate.path if candidate.path.suffix == ".zip" else final
@@ -170,7 +173,7 @@ def export_tiers(
         export_policy(
             model,
             normalizer,
-            f"{paths.run}",
+            paths.run,
             bot_json,
             bot_json.with_suffix(".onnx"),
             git_commit=record.git_commit,
@@ -178,16 +181,13 @@ def export_tiers(
             layout=OnnxLayout.of_game(record.extra.game_layout),
             notes={"tier": name, "tier_source": candidate.name, "rating": rating},
         )
-        tiers.append(Tier(name, candidate, bot_json))
+        tiers.append(Tier(name, candidate, bot_json, rating))
     if versus is None:
         return tiers
     hardest = tiers[-1].bot_json
     return [
-        Tier(
-            t.name,
-            t.candidate,
-            t.bot_json,
-            None if t is tiers[-1] else _noted(t, versus(t.bot_json, hardest)),
+        replace(
+            t, versus_hardest=None if t is tiers[-1] else _noted(t, versus(t.bot_json, hardest))
         )
         for t in tiers
     ]

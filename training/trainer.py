@@ -442,9 +442,8 @@ class TrainingSession:
         def keep(state: dict[str, Any]) -> None:
             self.record.extra.self_play = state
 
-        folder = self.paths.checkpoints / "snapshots"
         state = self.record.extra.self_play
-        return [SelfPlayPool(self.config, env, folder, state, keep, self.config.seed)]
+        return [SelfPlayPool(self.config, env, self.paths.snapshots, state, keep, self.config.seed)]
 
     def live_publisher(self) -> PublishBot:
         """Publishes the policy as it trains, for the live page (``--publish-every``)."""
