@@ -79,6 +79,7 @@ DAMAGE: dict[str, dict[str, Any]] = {
     "updated-null": {"updated_at": None},
     "fps-text": {"extra": {"last_fps": "fast"}},
     "health-text": {"extra": {"health": "bad", "restarts": "many"}},
+    "elo-text": {"extra": {"self_play": {"ratings": {"learner": "high"}, "rounds": 3}}},
 }
 
 

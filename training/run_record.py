@@ -176,6 +176,17 @@ def _object_or_none(value: Any) -> bool:
     return value is None or isinstance(value, dict)
 
 
+def _self_play_pool(value: Any) -> bool:
+    """A pool as ``training.self_play`` writes it: ratings by name, a count of rounds."""
+    if value is None:
+        return True
+    if not isinstance(value, dict):
+        return False
+    ratings, rounds = value.get("ratings", {}), value.get("rounds", 0)
+    numbers = isinstance(ratings, dict) and all(_number(r) for r in ratings.values())
+    return numbers and type(rounds) is int and rounds >= 0
+
+
 _EXTRA_KINDS = {
     "last_fps": _number,
     "last_reward": lambda value: value is None or _number(value),
@@ -190,7 +201,7 @@ _EXTRA_KINDS = {
     "sweep": _object_or_none,
     "curriculum": _object_or_none,
     "trained_on": _object_or_none,
-    "self_play": _object_or_none,
+    "self_play": _self_play_pool,
 }
 """Each typed field of :class:`RunExtras` and the check its value must pass."""
 
