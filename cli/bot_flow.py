@@ -28,6 +28,7 @@ from training.bots import (
     bundled_settings,
     evaluate_target,
     export_run,
+    export_sides,
     replay_launch_config,
     run_target,
 )
@@ -64,12 +65,16 @@ def export_and_report(
             fail("--tiers picks the run's models itself: drop --checkpoint")
         _export_tiers(RunPaths(root, run), tiers, games)
         return
-    result = export_run(RunPaths(root, run), checkpoint, console)
-    console.print(
-        f"exported {result.bot_json} and {result.bot_onnx}: over {result.bot_parity.samples:,} observations "
-        f"numpy max |diff| {result.bot_parity.max_abs_diff:.1e}, onnxruntime max |diff| "
-        f"{result.onnx_parity.max_abs_diff:.1e}, discrete agreement {result.onnx_parity.agreement:.0%}"
-    )
+    paths = RunPaths(root, run)
+    results = [export_run(paths, checkpoint, console)]
+    if checkpoint is None:  # a game whose sides have their own models: each side's bot
+        results += export_sides(paths, console)
+    for result in results:
+        console.print(
+            f"exported {result.bot_json} and {result.bot_onnx}: over {result.bot_parity.samples:,} observations "
+            f"numpy max |diff| {result.bot_parity.max_abs_diff:.1e}, onnxruntime max |diff| "
+            f"{result.onnx_parity.max_abs_diff:.1e}, discrete agreement {result.onnx_parity.agreement:.0%}"
+        )
 
 
 def _baseline(

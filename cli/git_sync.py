@@ -195,6 +195,8 @@ def run_paths_to_stage(paths: RunPaths) -> list[str]:
     records), logs and bots. Nothing shared by several runs, so commits of different
     runs on different machines never touch the same file."""
     candidates = [paths.checkpoints, paths.logs, paths.bot_json, paths.bot_onnx]
+    for side in paths.other_sides():  # a game whose sides have their own models
+        candidates += [paths.side_bot_json(side), paths.side_bot_onnx(side)]
     return [str(path.relative_to(paths.root)) for path in candidates]
 
 

@@ -31,7 +31,7 @@ from cli.publishing import in_git, publish_files
 from cli.results import committed_champions
 from cli.setup import with_remembered_game
 from cli.trainer_lock import TrainerLock
-from training.bots import evaluate_target, export_run, run_target
+from training.bots import evaluate_target, export_run, export_sides, run_target
 from training.checkpoints import CheckpointError
 from training.errors import ExportError
 from training.eval_records import game_name, record_evaluation
@@ -236,12 +236,15 @@ def finish_run(paths: RunPaths, outcome: TrainOutcome) -> None:
         return  # this session wrote no final model (a full disk): nothing new to export
     try:
         result = export_run(paths, paths.final)
+        sides = export_sides(paths, console)
     except (ExportError, CheckpointError) as exc:
         console.print(f"[yellow]export skipped:[/] {exc}")
         return
-    console.print(
-        f"exported {result.bot_json.relative_to(root)} and {result.bot_onnx.relative_to(root)}"
-    )
+    for exported in [result, *sides]:
+        console.print(
+            f"exported {exported.bot_json.relative_to(root)} and "
+            f"{exported.bot_onnx.relative_to(root)}"
+        )
     if outcome.record.config.game_bin is not None:
         console.print(
             "evaluate it on this game with: "

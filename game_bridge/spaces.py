@@ -110,31 +110,11 @@ def _parse_action_entry(key: str, spec: Any, instance: int | None) -> ActionEntr
     )
 
 
-@dataclass(frozen=True)
-class EnvInfo:
-    """What one game instance declared about its agents.
+class _Layout:
+    """The keys of one kind of agent: what a policy of them reads and writes."""
 
-    All agents of a game must share one observation and action layout: lander
-    trains one shared policy, as the plugin's ``shared_policy`` does.
-    """
-
-    n_agents: int
     observations: tuple[ObservationEntry, ...]
     actions: tuple[ActionEntry, ...]
-    policy_names: tuple[str, ...]
-    encoding: str = "json"
-    """``protocol.FAST_ENCODING`` when the game accepted lander's binary steps."""
-
-    @property
-    def binary_capable(self) -> bool:
-        """True when the layout fits the binary encoding: one box observation, one action key."""
-        return (
-            len(self.observations) == 1
-            and not self.observations[0].is_image
-            and len(self.observations[0].space.shape or ()) == 1
-            and isinstance(self.observations[0].space, spaces.Box)
-            and len(self.actions) == 1
-        )
 
     def layout(self) -> dict[str, Any]:
         """The agents' keys as the game declared them, JSON-ready: what an export needs to
@@ -167,12 +147,84 @@ class EnvInfo:
         """The per-agent action space SB3 sees (see :class:`ActionCodec`)."""
         return ActionCodec(self.actions).space
 
+
+@dataclass(frozen=True)
+class SideLayout(_Layout):
+    """One side of a game whose sides declare their own spaces (a hunter and its prey).
+
+    :param name: the side's policy name.
+    :param agents: the indices of its agents within one instance.
+    """
+
+    name: str
+    agents: tuple[int, ...]
+    observations: tuple[ObservationEntry, ...]
+    actions: tuple[ActionEntry, ...]
+
+    @property
+    def observation_size(self) -> int:
+        """Values in one agent's observation (one vector key, see :func:`parse_env_info`)."""
+        return int((self.observations[0].space.shape or (1,))[0])
+
+    @property
+    def action_width(self) -> int:
+        """Columns of one agent's action in the padded batch: a Box's width, else one per
+        discrete key."""
+        shape = self.action_space.shape
+        return int(shape[0]) if shape else 1
+
+
+PADDED_KEY = "sides"
+"""The one key of the padded batch of a game whose sides have their own spaces."""
+
+
+@dataclass(frozen=True)
+class EnvInfo(_Layout):
+    """What one game instance declared about its agents.
+
+    Usually every agent shares one observation and action layout (the plugin's
+    ``shared_policy``). A game whose sides (policy names) declare their own spaces has
+    :attr:`sides`, and then :attr:`observations` and :attr:`actions` describe the padded
+    batch the bridge moves (each agent's vector in the first columns of one
+    :data:`PADDED_KEY` row, zeros after), which :mod:`training.self_play` cuts per side.
+    """
+
+    n_agents: int
+    observations: tuple[ObservationEntry, ...]
+    actions: tuple[ActionEntry, ...]
+    policy_names: tuple[str, ...]
+    encoding: str = "json"
+    """``protocol.FAST_ENCODING`` when the game accepted lander's binary steps."""
+    sides: tuple[SideLayout, ...] = ()
+    """The layout of each side, in the order the game names them, for a game whose sides
+    declare their own spaces; empty when every agent shares one."""
+
+    @property
+    def binary_capable(self) -> bool:
+        """True when the layout fits the binary encoding: one box observation, one action key."""
+        return (
+            not self.sides
+            and len(self.observations) == 1
+            and not self.observations[0].is_image
+            and len(self.observations[0].space.shape or ()) == 1
+            and isinstance(self.observations[0].space, spaces.Box)
+            and len(self.actions) == 1
+        )
+
+    def side(self, name: str) -> _Layout:
+        """The layout a policy of side ``name`` reads and writes."""
+        for side in self.sides:
+            if side.name == name:
+                return side
+        return self
+
     def same_layout(self, other: EnvInfo) -> bool:
         """True when two instances can feed one policy."""
         return (
             self.n_agents == other.n_agents
             and self.observations == other.observations
             and self.actions == other.actions
+            and self.sides == other.sides
         )
 
 
@@ -203,18 +255,6 @@ def parse_env_info(message: dict[str, Any], instance: int | None = None) -> EnvI
         raise ProtocolViolation(instance, "env_info declares no agents")
     obs_per_agent = _entry_per_agent(obs_value, n_agents, "observation_space", instance)
     act_per_agent = _entry_per_agent(act_value, n_agents, "action_space", instance)
-    if any(spec != obs_per_agent[0] for spec in obs_per_agent) or any(
-        spec != act_per_agent[0] for spec in act_per_agent
-    ):
-        raise ProtocolViolation(
-            instance, "agents declare different spaces; lander trains one shared policy"
-        )
-    if not obs_per_agent[0] or not act_per_agent[0]:
-        raise ProtocolViolation(instance, "env_info declares no observation or no action keys")
-    observations = tuple(
-        _parse_observation_entry(str(k), v, instance) for k, v in obs_per_agent[0].items()
-    )
-    actions = tuple(_parse_action_entry(str(k), v, instance) for k, v in act_per_agent[0].items())
     names_value = message.get("agent_policy_names")
     if names_value is None:
         names = (SHARED_POLICY,) * n_agents
@@ -227,7 +267,69 @@ def parse_env_info(message: dict[str, Any], instance: int | None = None) -> EnvI
     encoding = "json"
     if message.get("lander_encoding") == FAST_ENCODING:
         encoding = FAST_ENCODING
-    return EnvInfo(n_agents, observations, actions, names, encoding)
+    if all(spec == obs_per_agent[0] for spec in obs_per_agent) and all(
+        spec == act_per_agent[0] for spec in act_per_agent
+    ):
+        observations, actions = _parse_keys(obs_per_agent[0], act_per_agent[0], instance)
+        return EnvInfo(n_agents, observations, actions, names, encoding)
+    sides = _side_layouts(names, obs_per_agent, act_per_agent, instance)
+    padded_obs = ObservationEntry(
+        PADDED_KEY,
+        spaces.Box(-np.inf, np.inf, (max(s.observation_size for s in sides),), np.float32),
+        False,
+    )
+    padded_action = ActionEntry(PADDED_KEY, max(s.action_width for s in sides), False)
+    return EnvInfo(n_agents, (padded_obs,), (padded_action,), names, encoding, sides)
+
+
+def _parse_keys(
+    observation: dict[str, Any], action: dict[str, Any], instance: int | None
+) -> tuple[tuple[ObservationEntry, ...], tuple[ActionEntry, ...]]:
+    """One agent's observation and action keys, in declared order."""
+    if not observation or not action:
+        raise ProtocolViolation(instance, "env_info declares no observation or no action keys")
+    return (
+        tuple(_parse_observation_entry(str(k), v, instance) for k, v in observation.items()),
+        tuple(_parse_action_entry(str(k), v, instance) for k, v in action.items()),
+    )
+
+
+def _side_layouts(
+    names: tuple[str, ...],
+    obs_per_agent: list[Any],
+    act_per_agent: list[Any],
+    instance: int | None,
+) -> tuple[SideLayout, ...]:
+    """The sides of a game whose agents declare different spaces: each side's agents must
+    agree, and each side reads one vector (the padded batch holds one row per agent)."""
+    sides = []
+    for name in dict.fromkeys(names):
+        agents = tuple(i for i, agent_side in enumerate(names) if agent_side == name)
+        if any(obs_per_agent[i] != obs_per_agent[agents[0]] for i in agents) or any(
+            act_per_agent[i] != act_per_agent[agents[0]] for i in agents
+        ):
+            raise ProtocolViolation(
+                instance,
+                f"agents of side {name!r} declare different spaces; the agents of one side "
+                "(policy name) share one policy",
+            )
+        observations, actions = _parse_keys(
+            obs_per_agent[agents[0]], act_per_agent[agents[0]], instance
+        )
+        if (
+            len(observations) != 1
+            or observations[0].is_image
+            or len(observations[0].space.shape or ()) != 1
+        ):
+            raise ProtocolViolation(
+                instance,
+                f"side {name!r} has spaces of its own: lander plays such sides with one "
+                "vector observation key each",
+            )
+        sides.append(SideLayout(name, agents, observations, actions))
+    if len(sides) < 2:
+        raise ProtocolViolation(instance, "agents declare different spaces under one policy name")
+    return tuple(sides)
 
 
 def _wire_floats(values: np.ndarray) -> Any:
@@ -341,11 +443,74 @@ class ObservationCodec:
                 ) from None
         return result
 
-    def decode_one(self, observation: Any, instance: int | None) -> dict[str, np.ndarray]:
+    def decode_one(
+        self, observation: Any, instance: int | None, agent: int = 0
+    ) -> dict[str, np.ndarray]:
         """Decode a single agent's observation (a terminal observation).
 
         Accepts the agent's observation dict, or for a single-key layout the bare value.
+        (``agent``, its index in the instance, matters to :class:`PaddedCodec` only.)
         """
         if not isinstance(observation, dict) and len(self.entries) == 1:
             observation = {self.entries[0].key: observation}
         return {key: value[0] for key, value in self.decode([observation], 1, instance).items()}
+
+
+class PaddedCodec:
+    """The codecs of a game whose sides have their own spaces (:attr:`EnvInfo.sides`):
+    each agent's observation is decoded with its side's keys into the first columns of
+    one padded row, and each agent's action is cut from the first columns of its row and
+    encoded with its side's keys. Both directions of :class:`ObservationCodec` and
+    :class:`ActionCodec`, so the bridge moves a sided game as any other.
+    """
+
+    def __init__(self, info: EnvInfo) -> None:
+        self.n_agents = info.n_agents
+        self.obs_width = int((info.observations[0].space.shape or (1,))[0])
+        self.action_width = info.actions[0].size
+        self._side_of = {agent: side for side in info.sides for agent in side.agents}
+        self._codecs = {
+            side.name: (ObservationCodec(side.observations), ActionCodec(side.actions))
+            for side in info.sides
+        }
+        self._sides = info.sides
+
+    def decode(
+        self, observations: Any, n_agents: int, instance: int | None
+    ) -> dict[str, np.ndarray]:
+        """The ``obs`` list of a reply as one padded batch under :data:`PADDED_KEY`.
+
+        :raises ProtocolViolation: as :meth:`ObservationCodec.decode` does, per side.
+        """
+        if not isinstance(observations, list) or len(observations) != n_agents:
+            return ObservationCodec(()).decode(observations, n_agents, instance)  # its error
+        batch = np.zeros((n_agents, self.obs_width), dtype=np.float32)
+        for side in self._sides:
+            codec = self._codecs[side.name][0]
+            rows = [observations[agent] for agent in side.agents]
+            (values,) = codec.decode(rows, len(rows), instance).values()
+            batch[list(side.agents), : values.shape[1]] = values
+        return {PADDED_KEY: batch}
+
+    def decode_one(
+        self, observation: Any, instance: int | None, agent: int = 0
+    ) -> dict[str, np.ndarray]:
+        """One agent's terminal observation, padded, decoded with its side's keys."""
+        side = self._side_of[agent]
+        (values,) = self._codecs[side.name][0].decode_one(observation, instance).values()
+        row = np.zeros(self.obs_width, dtype=np.float32)
+        row[: values.shape[0]] = values
+        return {PADDED_KEY: row}
+
+    def encode(self, actions: np.ndarray) -> list[dict[str, Any]]:
+        """A padded batch of one instance's actions as each agent's action dict."""
+        batch = np.asarray(actions).reshape(self.n_agents, self.action_width)
+        result: list[dict[str, Any]] = [{} for _ in range(self.n_agents)]
+        for side in self._sides:
+            codec = self._codecs[side.name][1]
+            rows = batch[list(side.agents), : side.action_width]
+            if not isinstance(codec.space, spaces.Box):
+                rows = np.rint(rows).astype(np.int64)
+            for agent, encoded in zip(side.agents, codec.encode(rows), strict=True):
+                result[agent] = encoded
+        return result

@@ -19,7 +19,7 @@ from game_bridge import protocol
 from game_bridge.errors import BridgeError, Interrupted, ProtocolViolation
 from game_bridge.instance import GameInstance
 from game_bridge.launcher import LaunchConfig, close_instances, launch_instances
-from game_bridge.spaces import ActionCodec, EnvInfo, ObservationCodec
+from game_bridge.spaces import ActionCodec, EnvInfo, ObservationCodec, PaddedCodec
 
 _NUMBER_TYPES = frozenset((int, float))
 """What a JSON reward may parse to (``true`` parses to bool, a subclass of int)."""
@@ -78,8 +78,13 @@ class GameVecEnv(VecEnv):
             close_instances(self.instances)
             raise
         self.agents_per_instance = self.env_info.n_agents
-        self.action_codec = ActionCodec(self.env_info.actions)
-        self.obs_codec = ObservationCodec(self.env_info.observations)
+        self.action_codec: ActionCodec | PaddedCodec
+        self.obs_codec: ObservationCodec | PaddedCodec
+        if self.env_info.sides:  # sides with spaces of their own: one padded batch
+            self.action_codec = self.obs_codec = PaddedCodec(self.env_info)
+        else:
+            self.action_codec = ActionCodec(self.env_info.actions)
+            self.obs_codec = ObservationCodec(self.env_info.observations)
         self._single_key = (
             self.env_info.observations[0].key if len(self.env_info.observations) == 1 else None
         )
@@ -354,7 +359,7 @@ class GameVecEnv(VecEnv):
         terminal = info.get("terminal_observation")
         if terminal is not None:
             info["terminal_observation"] = self._one_obs(
-                self.obs_codec.decode_one(terminal, instance)
+                self.obs_codec.decode_one(terminal, instance, agent)
             )
         else:
             # The game did not send the observation before its reset: the reset one

@@ -150,16 +150,59 @@ def export_run(
         git_commit=record.git_commit if record else None,
         trained_with=trained_with(record.config) if record else None,
         layout=OnnxLayout.of_game(record.extra.game_layout if record else None),
-        notes=rating_notes(record),
+        notes=rating_notes(record) | _side_note(record),
     )
 
 
-def rating_notes(record: RunRecord | None) -> dict[str, Any]:
-    """The bot file's ``rating`` of a self-play run: the learner's Elo when it was exported."""
+def _side_note(record: RunRecord | None) -> dict[str, Any]:
+    """The side a run's own bot plays, when the game's sides have models of their own."""
+    if record is None or not record.extra.side_layouts or not record.extra.self_play:
+        return {}
+    return {"side": record.extra.self_play.get("side")}
+
+
+def export_sides(paths: RunPaths, console: Console | None = None) -> list[ExportResult]:
+    """Export the other sides' models of a game whose sides have their own spaces (each
+    side's final or newest valid model, ``checkpoints/RUN/sides/SIDE``) to
+    ``bots/RUN-SIDE.json`` and ``.onnx``; none for any other run.
+
+    :raises CheckpointError, ExportError: a side with nothing to export, or parity failed.
+    """
+    from training.checkpoints import CheckpointError, newest_valid_model
+    from training.export import OnnxLayout, export_policy
+    from training.trainer import load_for_inference
+
+    record = _record_of(paths)
+    layouts = (record.extra.side_layouts if record else None) or {}
+    results = []
+    for side in paths.other_sides():
+        model_path = newest_valid_model(paths.side_checkpoints(side), console)
+        if model_path is None:
+            raise CheckpointError(f"side {side!r} of run {paths.run!r} has no valid model")
+        model, normalizer = load_for_inference(model_path)
+        results.append(
+            export_policy(
+                model,
+                normalizer,
+                paths.run,
+                paths.side_bot_json(side),
+                paths.side_bot_onnx(side),
+                git_commit=record.git_commit if record else None,
+                trained_with=trained_with(record.config) if record else None,
+                layout=OnnxLayout.of_game(layouts.get(side)),
+                notes={"side": side, **rating_notes(record, f"{LEARNER}:{side}")},
+            )
+        )
+    return results
+
+
+def rating_notes(record: RunRecord | None, learner: str = LEARNER) -> dict[str, Any]:
+    """The bot file's ``rating`` of a self-play run: the learner's Elo when it was exported
+    (``learner:SIDE`` for another side's model)."""
     state = record.extra.self_play if record is not None else None
     ratings = (state or {}).get("ratings") or {}
-    learner = ratings.get(LEARNER)
-    return {"rating": {"elo": learner, "rounds": state.get("rounds")}} if state and learner else {}
+    elo = ratings.get(learner)
+    return {"rating": {"elo": elo, "rounds": state.get("rounds")}} if state and elo else {}
 
 
 @dataclass(frozen=True)

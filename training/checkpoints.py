@@ -196,8 +196,18 @@ def find_resume_point(root: Path, source: str, console: Console | None = None) -
     paths = RunPaths(root, source)
     if not paths.checkpoints.is_dir():
         raise CheckpointError(unknown_run(root, source))
+    newest = newest_valid_model(paths.checkpoints, console)
+    if newest is not None:
+        return ResumePoint(newest, source)
+    raise CheckpointError(f"run {source!r} has no valid checkpoint to resume from")
+
+
+def newest_valid_model(folder: Path, console: Console | None = None) -> Path | None:
+    """The model a resume of ``folder`` starts from: its ``final.zip`` or its newest valid
+    rotating checkpoint, whichever has more steps (corrupt files skipped with a warning);
+    None when there is none."""
     valid: list[tuple[int, int, Path]] = []
-    for rank, option in enumerate([*rotating_checkpoints(paths.checkpoints), paths.final]):
+    for rank, option in enumerate([*rotating_checkpoints(folder), folder / FINAL_NAME]):
         if not option.exists():
             continue
         usable = is_valid_checkpoint(option) and policy_loads(option)
@@ -207,6 +217,4 @@ def find_resume_point(root: Path, source: str, console: Console | None = None) -
                 console.print(f"[yellow]warning:[/] skipping corrupt checkpoint {option}")
             continue
         valid.append((steps, rank, option))  # on equal steps final.zip (ranked last) wins
-    if valid:
-        return ResumePoint(max(valid)[2], source)
-    raise CheckpointError(f"run {source!r} has no valid checkpoint to resume from")
+    return max(valid)[2] if valid else None

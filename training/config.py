@@ -368,6 +368,13 @@ class TrainConfig:
         10_000, help="With --self-play: steps between changes of opponent.", low=1,
         panel="Self-play",
     )  # fmt: skip
+    team_change: int = setting(
+        100_000,
+        help="With --self-play on a game whose two sides have their own spaces (a model "
+        "each): steps one side learns before the other side's turn.",
+        low=1,
+        panel="Self-play",
+    )
     opponent: str | None = setting(
         None,
         help="With --self-play: a bot JSON that plays the other sides instead of snapshots.",

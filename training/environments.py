@@ -18,7 +18,7 @@ from stable_baselines3.common.vec_env import DummyVecEnv, VecEnv, VecMonitor, Ve
 from game_bridge.launcher import LaunchConfig, game_command
 from game_bridge.vec_env import GameVecEnv
 from games import game_entry, launch_settings
-from training.config import TrainConfig
+from training.config import ConfigError, TrainConfig
 
 
 def game_launch(game: str, game_bin: str | Path | None) -> dict[str, Any]:
@@ -83,6 +83,13 @@ def make_vec_env(config: TrainConfig, games_log_dir: Path | None = None) -> VecE
         else GameVecEnv(launch_config(config, games_log_dir), config.max_restarts_per_minute)
     )
     env.seed(config.seed)
+    if isinstance(env, GameVecEnv) and env.env_info.sides and not config.self_play:
+        env.close()
+        sides = ", ".join(side.name for side in env.env_info.sides)
+        raise ConfigError(
+            f"the game's sides ({sides}) declare spaces of their own: train them with "
+            "--self-play (a model per side)"
+        )
     if config.self_play and isinstance(env, GameVecEnv):
         from training.self_play import SelfPlayEnv
 

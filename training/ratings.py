@@ -62,9 +62,16 @@ def sides_of(policy_names: tuple[str, ...], num_envs: int) -> list[str]:
 def assemble_actions(
     space: Any, num_envs: int, groups: list[tuple[np.ndarray, np.ndarray]]
 ) -> np.ndarray:
-    """One action batch for every agent, from each group's (agent indices, actions)."""
+    """One action batch for every agent, from each group's (agent indices, actions). In
+    the padded batch of sides with their own spaces a group fills its first columns (a
+    discrete side's choice is one column)."""
     full = np.zeros((num_envs, *(space.shape or ())), dtype=space.dtype)
     for agents, actions in groups:
-        if len(agents):
-            full[agents] = np.asarray(actions).reshape(len(agents), *full.shape[1:])
+        if not len(agents):
+            continue
+        if full.ndim == 1:
+            full[agents] = np.asarray(actions).reshape(len(agents))
+        else:
+            values = np.asarray(actions).reshape(len(agents), -1)
+            full[agents, : values.shape[1]] = values
     return full

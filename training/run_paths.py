@@ -93,6 +93,30 @@ class RunPaths:
         """The exported policy in the Godot RL Agents plugin's ONNX layout."""
         return self.root / "bots" / f"{self.run}.onnx"
 
+    def side_checkpoints(self, side: str) -> Path:
+        """``checkpoints/<run>/sides/<side>/``: the model of another side of a game whose
+        sides have their own spaces (its checkpoints, ``final.zip`` and snapshots)."""
+        return self.checkpoints / "sides" / validate_run_name(side)
+
+    def side_bot_json(self, side: str) -> Path:
+        """The exported policy of another side (``bots/<run>-<side>.json``)."""
+        return self.root / "bots" / f"{self.run}-{validate_run_name(side)}.json"
+
+    def side_bot_onnx(self, side: str) -> Path:
+        """Another side's policy in the plugin's ONNX layout."""
+        return self.side_bot_json(side).with_suffix(".onnx")
+
+    def other_sides(self) -> list[str]:
+        """The other sides this run trained a model for (their folders), sorted."""
+        folder = self.checkpoints / "sides"
+        if not folder.is_dir():
+            return []
+        return sorted(
+            path.name
+            for path in folder.iterdir()
+            if path.is_dir() and RUN_NAME_PATTERN.fullmatch(path.name)
+        )
+
     def exists(self) -> bool:
         """True when this run has been started before."""
         return self.run_json.exists()

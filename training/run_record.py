@@ -118,6 +118,8 @@ class RunExtras:
     :param trained_on: the cluster node a sweep trial trained on.
     :param self_play: the self-play pool: the learner's side, every rating, rounds played,
         the opponent of the moment (``training.self_play``).
+    :param side_layouts: the keys of each other side of a game whose sides have their own
+        spaces (``game_layout`` is the run's own side's), for their bots' exports.
     :param other: keys this version does not know (a newer lander's), kept as read.
     """
 
@@ -135,6 +137,7 @@ class RunExtras:
     curriculum: dict[str, Any] | None = None
     trained_on: dict[str, Any] | None = None
     self_play: dict[str, Any] | None = None
+    side_layouts: dict[str, Any] | None = None
     other: dict[str, Any] = field(default_factory=dict)
     legacy_git: bool | None = field(default=None, repr=False)
     """``extra.git`` of a record written before ``.git/info/exclude`` alone said whether
@@ -202,6 +205,7 @@ _EXTRA_KINDS = {
     "curriculum": _object_or_none,
     "trained_on": _object_or_none,
     "self_play": _self_play_pool,
+    "side_layouts": _object_or_none,
 }
 """Each typed field of :class:`RunExtras` and the check its value must pass."""
 

@@ -30,7 +30,7 @@ from gymnasium import spaces
 from rich.console import Console
 from stable_baselines3 import PPO
 from stable_baselines3.common.callbacks import BaseCallback
-from stable_baselines3.common.vec_env import VecEnv, VecNormalize
+from stable_baselines3.common.vec_env import VecEnv, VecMonitor, VecNormalize
 
 from game_bridge.errors import BridgeError, Interrupted
 from game_bridge.instance import allow_waits, interrupt_waits
@@ -44,7 +44,9 @@ from training.callbacks import (
     UpdateThreads,
 )
 from training.checkpoints import (
+    FINAL_NAME,
     CheckpointError,
+    newest_valid_model,
     normalization_path,
     remove_temporary_files,
     save_checkpoint,
@@ -70,7 +72,9 @@ from training.planning import (
     plan_training,
 )
 from training.policy_tweaks import reset_action_std
+from training.run_paths import RunPaths
 from training.run_record import RunRecord, now_iso, placement_summary
+from training.self_play import SelfPlayEnv
 from training.tensorboard_log import resilient_logger
 
 __all__ = [
@@ -204,6 +208,7 @@ class TrainingSession:
                 shutil.rmtree(self.paths.logs, ignore_errors=True)
             raise
         self.game_env = game_env_of(self.env)
+        self.partner_env = _partner_view(self.env)
         declared = self.game_env.agents_per_instance if self.game_env is not None else None
         self.agents_note: str | None = None
         if declared is not None and declared != self.config.agents_per_instance:
@@ -219,7 +224,12 @@ class TrainingSession:
         resume = self.plan.resume_point
         saved_normalizer = normalization_path(resume.model) if resume else None
         self.env, self.normalizer = wrap_normalization(self.env, self.config, saved_normalizer)
-        self.model = _build_model(self.plan, self.env, self.request)
+        self.model = _build_model(
+            self.config, self.env, resume.model if resume else None, self.request.reset_std
+        )
+        self.partner: tuple[str, PPO, VecNormalize | None] | None = None
+        if self.partner_env is not None:
+            self.partner = self.build_partner(self.partner_env)
         if self.request.until_timesteps is not None:
             self.config.timesteps = max(1, self.request.until_timesteps - self.model.num_timesteps)
 
@@ -231,7 +241,13 @@ class TrainingSession:
         self.model.set_logger(resilient_logger(self.paths.logs, self.warn))
         self.record = _start_record(self.plan, self.request, self.model)
         if self.game_env is not None:  # an export lays out its ONNX file by these keys
-            self.record.extra.game_layout = self.game_env.env_info.layout()
+            info = self.game_env.env_info
+            view = wrapped_env(self.env, SelfPlayEnv)
+            self.record.extra.game_layout = info.side(view.learner_side if view else "").layout()
+            if self.partner is not None:
+                self.record.extra.side_layouts = {
+                    self.partner[0]: info.side(self.partner[0]).layout()
+                }
         self.note_placements()
         self.record.save(self.paths.run_json)
         self.say(_banner(self.plan, self.request, self.model))
@@ -307,6 +323,9 @@ class TrainingSession:
         try:
             save_checkpoint(self.model, self.paths.final, self.normalizer)
             self.record.last_checkpoint = self.paths.final.name
+            if self.partner is not None:
+                side, model, normalizer = self.partner
+                save_checkpoint(model, self.paths.side_checkpoints(side) / FINAL_NAME, normalizer)
             self.final_saved = True
         except CheckpointError as exc:
             self.failed_also(str(exc))
@@ -429,21 +448,46 @@ class TrainingSession:
             )
         ]
 
-    def self_play_pool(self) -> list[BaseCallback]:
-        """``--self-play``: the snapshots, the opponent and the ratings, kept in run.json."""
-        from training.self_play import SelfPlayEnv, SelfPlayPool
+    def build_partner(self, view: VecEnv) -> tuple[str, PPO, VecNormalize | None]:
+        """The model of the other side of a game whose sides have their own spaces: new, or
+        from its folder of the run resumed (``checkpoints/RUN/sides/SIDE``)."""
+        side = _side_of(view)
+        resume = self.plan.resume_point
+        model_path = None
+        if resume is not None and resume.run is not None:
+            folder = RunPaths(self.paths.root, resume.run).side_checkpoints(side)
+            model_path = newest_valid_model(folder, self.console)
+        saved = normalization_path(model_path) if model_path else None
+        env, normalizer = wrap_normalization(view, self.config, saved)
+        config = replace(self.config, seed=self.config.seed + 1)
+        model = _build_model(config, env, model_path, self.request.reset_std)
+        model.set_logger(resilient_logger(self.paths.logs / "sides" / side, self.warn))
+        return side, model, normalizer
 
-        env = wrapped_env(self.env, SelfPlayEnv)
-        if env is None:
+    def self_play_pool(self) -> list[BaseCallback]:
+        """``--self-play``: the snapshots, the opponent and the ratings, kept in run.json;
+        for a game whose sides have their own spaces, the other side's turns too."""
+        from training.self_play import SideModel, self_play_callbacks
+
+        if wrapped_env(self.env, SelfPlayEnv) is None:
             return []
-        if self.normalizer is not None:  # opponents see what the learner sees
-            env.normalize = self.normalizer.normalize_obs  # type: ignore[assignment]
 
         def keep(state: dict[str, Any]) -> None:
             self.record.extra.self_play = state
 
-        state = self.record.extra.self_play
-        return [SelfPlayPool(self.config, env, self.paths.snapshots, state, keep, self.config.seed)]
+        partner = None
+        if self.partner is not None:
+            side, model, normalizer = self.partner
+            partner = (side, SideModel(model, normalizer))
+        return self_play_callbacks(
+            self.config,
+            SideModel(self.model, self.normalizer),
+            self.paths,
+            self.record.extra.self_play,
+            keep,
+            partner,
+            lambda: self.stop.reason is not None,
+        )
 
     def live_publisher(self) -> PublishBot:
         """Publishes the policy as it trains, for the live page (``--publish-every``)."""
@@ -481,14 +525,15 @@ def _device(config: TrainConfig, image_observations: bool) -> str:
     return "cuda" if image_observations and torch.cuda.is_available() else "cpu"
 
 
-def _build_model(plan: TrainPlan, env: VecEnv, request: TrainRequest) -> PPO:
-    config = plan.config
+def _build_model(
+    config: TrainConfig, env: VecEnv, resume: Path | None, reset_std: float | None
+) -> PPO:
     image = env.observation_space.shape is not None and len(env.observation_space.shape) == 3
     device = _device(config, image)
     # The resumable settings are exactly PPO's hyperparameters, named as PPO names them:
     # a new one declared in training/config.py reaches PPO with no line here.
     ppo_settings = {name: getattr(config, name) for name in RESUMABLE_SETTINGS}
-    if plan.resume_point is None:
+    if resume is None:
         width = [config.net_width] * 2
         policy_kwargs: dict[str, Any] = {"net_arch": {"pi": width, "vf": width}}
         if isinstance(env.action_space, spaces.Box):  # a Gaussian policy: its initial std
@@ -505,14 +550,29 @@ def _build_model(plan: TrainPlan, env: VecEnv, request: TrainRequest) -> PPO:
             verbose=0,
         )
     try:
-        model = PPO.load(str(plan.resume_point.model), env=env, device=device, **ppo_settings)
+        model = PPO.load(str(resume), env=env, device=device, **ppo_settings)
     except (ValueError, KeyError, RuntimeError, OSError, TypeError, AttributeError) as exc:
         # A zip SB3 can open but PPO cannot use (another algorithm's, other spaces).
         reason = str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__
-        raise CheckpointError(f"cannot resume from {plan.resume_point.model}: {reason}") from None
-    if request.reset_std is not None:
-        reset_action_std(model, request.reset_std)
+        raise CheckpointError(f"cannot resume from {resume}: {reason}") from None
+    if reset_std is not None:
+        reset_action_std(model, reset_std)
     return model
+
+
+def _partner_view(env: VecEnv) -> VecEnv | None:
+    """The other side's view of a self-play game whose sides have their own spaces
+    (monitored like the run's own), or None."""
+    view = wrapped_env(env, SelfPlayEnv)
+    if view is None or not view.rival_sides:
+        return None
+    return VecMonitor(view.view(view.rival_sides[0]))
+
+
+def _side_of(env: VecEnv) -> str:
+    view = wrapped_env(env, SelfPlayEnv)
+    assert view is not None
+    return view.learner_side
 
 
 def _describe(exc: BaseException) -> str:

@@ -1,5 +1,6 @@
 """The duel in-process as a gymnasium env: one lander (red) against the scripted pilot
-(blue), for ``--in-process`` training and as the reference of the bridge's duel."""
+(blue), for ``--in-process`` training and as the reference of the bridge's duel; in the
+chase mode (``mode="chase"``) the hunter against the scripted prey."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
+from games.duel.chase import HUNTER_ACTION, HUNTER_OBS, ChaseWorld, scripted_prey
 from games.duel.controllers import scripted_actions
 from games.duel.world import ACTION_SIZE, OBS_SIZE, OUTCOMES, DuelWorld
 
@@ -21,23 +23,35 @@ class DuelEnv(gym.Env[np.ndarray, np.ndarray]):
 
     metadata: dict[str, Any] = {"render_modes": []}  # noqa: RUF012 (gymnasium's own convention)
 
-    def __init__(self, action_repeat: int = 6) -> None:
-        self.observation_space = spaces.Box(-1.0, 1.0, (OBS_SIZE,), np.float32)
-        self.action_space = spaces.Box(-1.0, 1.0, (ACTION_SIZE,), np.float32)
+    def __init__(self, action_repeat: int = 6, mode: str = "race") -> None:
+        if mode not in ("race", "chase"):
+            raise ValueError(f"mode must be race or chase, got {mode!r}")
+        self.chase = ChaseWorld(1, None, action_repeat) if mode == "chase" else None
+        size, width = (HUNTER_OBS, HUNTER_ACTION) if self.chase else (OBS_SIZE, ACTION_SIZE)
+        self.observation_space = spaces.Box(-1.0, 1.0, (size,), np.float32)
+        self.action_space = spaces.Box(-1.0, 1.0, (width,), np.float32)
         self.world = DuelWorld(1, None, action_repeat)
         self._obs = self.world.observe()
+        self._prey = np.zeros((1, 1), np.float32)
 
     def reset(
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
     ) -> tuple[np.ndarray, dict[str, Any]]:
         super().reset(seed=seed)
+        world = self.chase or self.world
         if seed is not None:
-            self.world.physics.seed(seed)
+            world.physics.seed(seed)
+        if self.chase is not None:
+            self.chase.reset_matches(np.ones(1, dtype=bool))
+            hunters, self._prey = self.chase.observe()
+            return hunters[0], {}
         self.world.reset_matches(np.ones(2, dtype=bool))
         self._obs = self.world.observe()
         return self._obs[0], {}
 
     def step(self, action: np.ndarray) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
+        if self.chase is not None:
+            return self._chase_step(action)
         actions = np.vstack(
             [np.asarray(action, np.float32).reshape(1, -1), scripted_actions(self._obs[1:])]
         )
@@ -54,6 +68,24 @@ class DuelEnv(gym.Env[np.ndarray, np.ndarray]):
             float(result.reward[0]),
             bool(result.terminated[0]),
             bool(result.truncated[0]),
+            info,
+        )
+
+    def _chase_step(
+        self, action: np.ndarray
+    ) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
+        assert self.chase is not None
+        result = self.chase.step(np.asarray(action).reshape(1, -1), scripted_prey(self._prey))
+        self._prey = result.prey_obs
+        info: dict[str, Any] = {}
+        if result.ended[0]:
+            outcome = int(result.outcome[0])
+            info = {"outcome": OUTCOMES[outcome], "is_success": outcome > 0}
+        return (
+            result.hunter_obs[0],
+            float(result.hunter_reward[0]),
+            bool(result.ended[0]),
+            False,
             info,
         )
 
