@@ -336,10 +336,15 @@ def _play(
     launch = game_launch(chosen, game_bin)
     # A bundled game plays up to 8 matches at once: an agent of each side per match.
     per_match = max(len(game_entry(chosen).sides), 2)
-    agents = {} if game_bin is not None else {"agents": str(per_match * min(rounds, 8))}
-    env = GameVecEnv(LaunchConfig(**launch, base_port=port, seed=seed, game_args=agents))
+    game_args = (
+        {}
+        if game_bin is not None
+        else {**(trained.get("game_args") or {}), "agents": str(per_match * min(rounds, 8))}
+    )
+    env = GameVecEnv(LaunchConfig(**launch, base_port=port, seed=seed, game_args=game_args))
+    sides = (first_bot.spec.get("side"), second_bot.spec.get("side"))
     try:
-        return play_match(first_bot.act, second_bot.act, rounds, env)
+        return play_match(first_bot.act, second_bot.act, rounds, env, sides)
     except ValueError as exc:
         fail(str(exc))
     finally:

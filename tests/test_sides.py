@@ -131,6 +131,14 @@ def test_each_side_learns_in_turns_with_its_own_checkpoints_ratings_and_bot(
     staged = run_paths_to_stage(paths)
     assert "bots/hunt-prey.json" in staged and "bots/hunt-prey.onnx" in staged
 
+    hunter, prey = str(paths.bot_json), str(paths.side_bot_json("prey"))
+    match = lander(tmp_path, "match", hunter, prey, "--games", "6", "--port", port, timeout=200)
+    assert match.returncode == 0, match.stdout + match.stderr
+    assert "hunt vs hunt-prey: 6 rounds: wins=" in match.stdout
+    same = lander(tmp_path, "match", hunter, hunter, "--games", "4", "--port", port, timeout=200)
+    assert same.returncode == 1 and "Traceback" not in same.stderr
+    assert "a match is a bot of each side, not hunter against hunter" in same.stderr
+
     resumed = lander(tmp_path, "train", "hunt", "--resume", "hunt", "--timesteps", "1024",
                      "--no-git", "--port", port, timeout=400)  # fmt: skip
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -73,42 +73,69 @@ class MatchResult:
         return f"{first} vs {second}: {self.summary()}"
 
 
-def play_match(first: Policy, second: Policy, rounds: int, env: GameVecEnv) -> MatchResult:
+def play_match(
+    first: Policy,
+    second: Policy,
+    rounds: int,
+    env: GameVecEnv,
+    sides: tuple[Any, Any] = (None, None),
+) -> MatchResult:
     """``first`` against ``second`` for ``rounds`` rounds on the running games: ``first``
     plays the game's first side for the first half of the rounds, then the second side,
-    so neither gains by where its side starts.
+    so neither gains by where its side starts. In a game whose sides have their own spaces
+    each bot plays the side it was trained for (``sides``, from the bot files).
 
-    :raises ValueError: for a game with fewer than two sides.
+    :raises ValueError: for a game with fewer than two sides, or bots that cannot play
+        each other there.
     """
-    sides = np.asarray(sides_of(env.env_info.policy_names, env.num_envs))
-    names = list(dict.fromkeys(sides.tolist()))
+    info = env.env_info
+    sides_now = np.asarray(sides_of(info.policy_names, env.num_envs))
+    names = list(dict.fromkeys(sides_now.tolist()))
     if len(names) < 2:
         raise ValueError(f"a match needs a game with two sides; this one names only {names[0]!r}")
+    halves = [(names[0], rounds // 2), (names[1], rounds - rounds // 2)]
+    if info.sides:
+        if sides[0] not in names or sides[1] not in names or sides[0] == sides[1]:
+            raise ValueError(
+                f"this game's sides ({', '.join(names)}) have their own spaces: a match is a "
+                f"bot of each side, not {sides[0] or 'a bot of no side'} against "
+                f"{sides[1] or 'a bot of no side'}"
+            )
+        halves = [(str(sides[0]), rounds)]
     tally = {1.0: 0, 0.5: 0, 0.0: 0}
-    for half, first_side in enumerate(names[:2]):
-        mine = np.flatnonzero(sides == first_side)
-        theirs = np.flatnonzero(sides != first_side)
-        wanted = rounds // 2 if half == 0 else rounds - sum(tally.values())
-        tally_half = _play_half(first, second, mine, theirs, wanted, env)
-        for score, count in tally_half.items():
+    for first_side, wanted in halves:
+        mine = np.flatnonzero(sides_now == first_side)
+        theirs = np.flatnonzero(sides_now != first_side)
+        other_side = names[1] if first_side == names[0] else names[0]
+        columns = (_columns(info, first_side), _columns(info, other_side))
+        for score, count in _play_half(first, second, (mine, theirs), columns, wanted, env).items():
             tally[score] += count
     return MatchResult(tally[1.0], tally[0.5], tally[0.0])
+
+
+def _columns(info: Any, side: str) -> int | None:
+    """The columns of the padded batch a side reads (None: every column, one shared layout)."""
+    return info.side(side).observation_size if info.sides else None
 
 
 def _play_half(
     first: Policy,
     second: Policy,
-    mine: np.ndarray,
-    theirs: np.ndarray,
+    agents: tuple[np.ndarray, np.ndarray],
+    columns: tuple[int | None, int | None],
     wanted: int,
     env: GameVecEnv,
 ) -> dict[float, int]:
     """Rounds with ``first`` on the agents ``mine``, until ``wanted`` of theirs have ended."""
     tally = {1.0: 0, 0.5: 0, 0.0: 0}
+    mine, theirs = agents
     obs = np.asarray(env.reset())
     space = env.action_space
     while sum(tally.values()) < wanted:
-        groups = [(mine, first(obs[mine])), (theirs, second(obs[theirs]))]
+        groups = [
+            (mine, first(obs[mine][:, : columns[0]])),
+            (theirs, second(obs[theirs][:, : columns[1]])),
+        ]
         observed, rewards, dones, infos = env.step(assemble_actions(space, env.num_envs, groups))
         obs = np.asarray(observed)
         for score in finished_rounds(mine, rewards, dones, infos)[: wanted - sum(tally.values())]:
