@@ -104,6 +104,9 @@ def test_each_side_learns_in_turns_with_its_own_checkpoints_ratings_and_bot(
              "--swap-every", "256", "--no-git", "--port", port, *SMALL_CHASE]  # fmt: skip
     trained = lander(tmp_path, "train", "hunt", "--timesteps", "2048", *flags, timeout=400)
     assert trained.returncode == 0, trained.stdout + trained.stderr
+    assert "this run's model plays hunter, prey has its own (checkpoints/hunt/sides/prey)" in (
+        trained.stdout
+    )
     paths = RunPaths(tmp_path, "hunt")
     prey_folder = paths.side_checkpoints("prey")
     assert _model_steps(paths.final) == 2048

@@ -208,6 +208,9 @@ class TrainingSession:
                 shutil.rmtree(self.paths.logs, ignore_errors=True)
             raise
         self.game_env = game_env_of(self.env)
+        view = wrapped_env(self.env, SelfPlayEnv)
+        self.own_side = view.learner_side if view is not None else None
+        """The side this run's model plays (self-play), else None."""
         self.partner_env = _partner_view(self.env)
         declared = self.game_env.agents_per_instance if self.game_env is not None else None
         self.agents_note: str | None = None
@@ -242,8 +245,7 @@ class TrainingSession:
         self.record = _start_record(self.plan, self.request, self.model)
         if self.game_env is not None:  # an export lays out its ONNX file by these keys
             info = self.game_env.env_info
-            view = wrapped_env(self.env, SelfPlayEnv)
-            self.record.extra.game_layout = info.side(view.learner_side if view else "").layout()
+            self.record.extra.game_layout = info.side(self.own_side or "").layout()
             if self.partner is not None:
                 self.record.extra.side_layouts = {
                     self.partner[0]: info.side(self.partner[0]).layout()
@@ -253,6 +255,13 @@ class TrainingSession:
         self.say(_banner(self.plan, self.request, self.model))
         if self.agents_note is not None:
             self.warn(self.agents_note)
+        if self.partner is not None:
+            side = self.partner[0]
+            folder = self.paths.side_checkpoints(side).relative_to(self.paths.root)
+            self.say(
+                f"sides with their own spaces: this run's model plays {self.own_side}, {side} "
+                f"has its own ({folder}); each learns {self.config.team_change:,} steps in turn"
+            )
         if self.record.extra.cluster:
             self.say(placement_summary(self.record.extra.cluster))
         if self.game_env is not None and self.game_env.config.base_port != self.config.port:
