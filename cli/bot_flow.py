@@ -359,7 +359,14 @@ def _export_tiers(paths: RunPaths, text: str, games: int) -> None:
     names = parse_tiers(text)
     record = RunRecord.load(paths.run_json) if paths.run_json.exists() else None
     versus = None
-    if record is not None and record.extra.self_play is not None and record.config.game_bin is None:
+    # Tiers of one side cannot play each other where the sides have their own spaces.
+    sided = record is not None and bool(record.extra.side_layouts)
+    if (
+        record is not None
+        and record.extra.self_play is not None
+        and record.config.game_bin is None
+        and not sided
+    ):
         game = record.config.game
 
         def versus(first: Path, second: Path) -> MatchResult:

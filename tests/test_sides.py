@@ -142,12 +142,23 @@ def test_each_side_learns_in_turns_with_its_own_checkpoints_ratings_and_bot(
     assert same.returncode == 1 and "Traceback" not in same.stderr
     assert "a match is a bot of each side, not hunter against hunter" in same.stderr
 
+    graded = lander(tmp_path, "export", "hunt", "--tiers", "easy,hard", timeout=300)
+    assert graded.returncode == 0, graded.stdout + graded.stderr
+    easy = json.loads((tmp_path / "bots" / "hunt-easy.json").read_text())
+    assert easy["side"] == "hunter" and easy["tier"] == "easy" and "versus_hardest" not in easy
+
     resumed = lander(tmp_path, "train", "hunt", "--resume", "hunt", "--timesteps", "1024",
                      "--no-git", "--port", port, timeout=400)  # fmt: skip
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
     assert _model_steps(prey_folder / "final.zip") == 3072, "the prey's model was resumed"
     after = json.loads(paths.run_json.read_text())["extra"]["self_play"]
     assert after["rounds"] > state["rounds"] and "prey:snap_000000002048" in after["ratings"]
+
+    fixed = lander(tmp_path, "train", "fixed", "--timesteps", "512", "--opponent", prey, *flags,
+                   timeout=200)  # fmt: skip
+    assert fixed.returncode == 1 and "Traceback" not in fixed.stderr
+    assert "have their own spaces and each trains a model: drop --opponent" in fixed.stderr
+    assert not (tmp_path / "checkpoints" / "fixed").exists()
 
 
 def test_a_padded_game_restarts_and_steps_through_the_bridge() -> None:

@@ -150,11 +150,11 @@ def export_run(
         git_commit=record.git_commit if record else None,
         trained_with=trained_with(record.config) if record else None,
         layout=OnnxLayout.of_game(record.extra.game_layout if record else None),
-        notes=rating_notes(record) | _side_note(record),
+        notes=rating_notes(record) | side_note(record),
     )
 
 
-def _side_note(record: RunRecord | None) -> dict[str, Any]:
+def side_note(record: RunRecord | None) -> dict[str, Any]:
     """The side a run's own bot plays, when the game's sides have models of their own."""
     if record is None or not record.extra.side_layouts or not record.extra.self_play:
         return {}

@@ -95,6 +95,11 @@ def make_vec_env(config: TrainConfig, games_log_dir: Path | None = None) -> VecE
 
         try:
             env = SelfPlayEnv.over(env)  # the learner's agents only: PPO and its stats see them
+            if env.rival_sides and config.opponent is not None:
+                raise ConfigError(
+                    "--opponent plays one fixed bot for the other sides; this game's sides "
+                    "have their own spaces and each trains a model: drop --opponent"
+                )
         except BaseException:
             env.close()
             raise

@@ -148,7 +148,7 @@ def export_tiers(
 
     :raises CheckpointError, ExportError: nothing to export, too few models, parity failed.
     """
-    from training.bots import trained_with
+    from training.bots import side_note, trained_with
     from training.export import OnnxLayout, export_policy
     from training.trainer import load_for_inference
 
@@ -179,7 +179,8 @@ def export_tiers(
             git_commit=record.git_commit,
             trained_with=trained_with(record.config),
             layout=OnnxLayout.of_game(record.extra.game_layout),
-            notes={"tier": name, "tier_source": candidate.name, "rating": rating},
+            notes={"tier": name, "tier_source": candidate.name, "rating": rating}
+            | side_note(record),
         )
         tiers.append(Tier(name, candidate, bot_json, rating))
     if versus is None:

@@ -74,7 +74,7 @@ from training.planning import (
 from training.policy_tweaks import reset_action_std
 from training.run_paths import RunPaths
 from training.run_record import RunRecord, now_iso, placement_summary
-from training.self_play import SelfPlayEnv
+from training.self_play import SelfPlayEnv, SideModel, self_play_callbacks
 from training.tensorboard_log import resilient_logger
 
 __all__ = [
@@ -230,7 +230,7 @@ class TrainingSession:
         self.model = _build_model(
             self.config, self.env, resume.model if resume else None, self.request.reset_std
         )
-        self.partner: tuple[str, PPO, VecNormalize | None] | None = None
+        self.partner: tuple[str, SideModel] | None = None
         if self.partner_env is not None:
             self.partner = self.build_partner(self.partner_env)
         if self.request.until_timesteps is not None:
@@ -333,8 +333,9 @@ class TrainingSession:
             save_checkpoint(self.model, self.paths.final, self.normalizer)
             self.record.last_checkpoint = self.paths.final.name
             if self.partner is not None:
-                side, model, normalizer = self.partner
-                save_checkpoint(model, self.paths.side_checkpoints(side) / FINAL_NAME, normalizer)
+                side, other = self.partner
+                final = self.paths.side_checkpoints(side) / FINAL_NAME
+                save_checkpoint(other.model, final, other.normalizer)
             self.final_saved = True
         except CheckpointError as exc:
             self.failed_also(str(exc))
@@ -457,9 +458,10 @@ class TrainingSession:
             )
         ]
 
-    def build_partner(self, view: VecEnv) -> tuple[str, PPO, VecNormalize | None]:
+    def build_partner(self, view: VecEnv) -> tuple[str, SideModel]:
         """The model of the other side of a game whose sides have their own spaces: new, or
-        from its folder of the run resumed (``checkpoints/RUN/sides/SIDE``)."""
+        from its folder of the run resumed (``checkpoints/RUN/sides/SIDE``). ``--reset-std``
+        applies to it too where its actions are continuous."""
         side = _side_of(view)
         resume = self.plan.resume_point
         model_path = None
@@ -469,32 +471,28 @@ class TrainingSession:
         saved = normalization_path(model_path) if model_path else None
         env, normalizer = wrap_normalization(view, self.config, saved)
         config = replace(self.config, seed=self.config.seed + 1)
-        model = _build_model(config, env, model_path, self.request.reset_std)
+        continuous = isinstance(env.action_space, spaces.Box)
+        reset_std = self.request.reset_std if continuous else None
+        model = _build_model(config, env, model_path, reset_std)
         model.set_logger(resilient_logger(self.paths.logs / "sides" / side, self.warn))
-        return side, model, normalizer
+        return side, SideModel(model, normalizer)
 
     def self_play_pool(self) -> list[BaseCallback]:
         """``--self-play``: the snapshots, the opponent and the ratings, kept in run.json;
         for a game whose sides have their own spaces, the other side's turns too."""
-        from training.self_play import SideModel, self_play_callbacks
-
         if wrapped_env(self.env, SelfPlayEnv) is None:
             return []
 
         def keep(state: dict[str, Any]) -> None:
             self.record.extra.self_play = state
 
-        partner = None
-        if self.partner is not None:
-            side, model, normalizer = self.partner
-            partner = (side, SideModel(model, normalizer))
         return self_play_callbacks(
             self.config,
             SideModel(self.model, self.normalizer),
             self.paths,
             self.record.extra.self_play,
             keep,
-            partner,
+            self.partner,
             lambda: self.stop.reason is not None,
         )
 

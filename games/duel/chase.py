@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from games.duel.world import match_physics
 from games.lander.controllers import reference_actions
 from games.lander.physics import (
     CLOSENESS_RANGE,
@@ -29,7 +30,6 @@ from games.lander.physics import (
     TICKS_PER_SECOND,
     VEL_SCALE,
     WIDTH,
-    LanderPhysics,
 )
 
 CHASE_SIDES = ("hunter", "prey")
@@ -74,11 +74,8 @@ class ChaseWorld:
     """
 
     def __init__(self, matches: int, seed: int | None = None, action_repeat: int = 6) -> None:
-        if matches < 1:
-            raise ValueError(f"matches must be at least 1, got {matches}")
         self.matches = matches
-        self.physics = LanderPhysics(2 * matches, seed, action_repeat)
-        self.physics.episode_ticks = round(ROUND_S * TICKS_PER_SECOND)
+        self.physics = match_physics(matches, seed, action_repeat, ROUND_S)
         self.step_s = action_repeat / TICKS_PER_SECOND
         self._aim()
 

@@ -29,6 +29,21 @@ ACTION_SIZE = 2
 OUTCOMES = {1: "win", 0: "draw", -1: "loss"}
 
 
+def match_physics(
+    matches: int, seed: int | None, action_repeat: int, round_s: float
+) -> LanderPhysics:
+    """Two landers a match in one batched physics, its episodes rounds of ``round_s`` game
+    seconds (the duel's and the chase's).
+
+    :raises ValueError: for fewer than one match.
+    """
+    if matches < 1:
+        raise ValueError(f"matches must be at least 1, got {matches}")
+    physics = LanderPhysics(2 * matches, seed, action_repeat)
+    physics.episode_ticks = round(round_s * TICKS_PER_SECOND)
+    return physics
+
+
 @dataclass
 class DuelStep:
     """One step of every agent (arrays of length 2 M)."""
@@ -50,12 +65,9 @@ class DuelWorld:
     """
 
     def __init__(self, matches: int, seed: int | None = None, action_repeat: int = 6) -> None:
-        if matches < 1:
-            raise ValueError(f"matches must be at least 1, got {matches}")
         self.matches = matches
         self.n_agents = 2 * matches
-        self.physics = LanderPhysics(self.n_agents, seed, action_repeat)
-        self.physics.episode_ticks = round(ROUND_S * TICKS_PER_SECOND)
+        self.physics = match_physics(matches, seed, action_repeat, ROUND_S)
         self.step_s = action_repeat / TICKS_PER_SECOND
         self.partner = np.arange(self.n_agents) ^ 1
         self.held = np.zeros(self.n_agents)
