@@ -584,6 +584,7 @@ def start(
     session += ["--auto-resume"] if auto_resume else []
     command: list[str] | None = None
     game = settings.get("game", DEFAULT_GAME)
+    game_args: dict[str, str] = {}
     if curriculum_plan is not None:
         if not curriculum_plan.is_file():
             fail(f"plan {str(curriculum_plan)!r} does not exist")
@@ -612,10 +613,11 @@ def start(
     else:
         live = find_session(project_root(), run)
         if live is None or not window_alive(live, TRAIN_WINDOW):
-            game = _check_plan(run, settings, config, resume, force, reset_std).game
+            planned = _check_plan(run, settings, config, resume, force, reset_std)
+            game, game_args = planned.game, planned.game_args
     start_in_tmux(
         project_root(), run, flags.settings_argv(settings) + session, tb_host, tb_port, command,
-        live_page=_has_page(game),
+        live_page=_has_page(game, game_args),
     )  # fmt: skip
 
 
@@ -653,10 +655,11 @@ def resume(
     _valid_run(source)
     target = _valid_run(as_run) if as_run else source
     settings = settings or {}
-    game = _check_plan(target, settings, config, source, False, reset_std).game
+    planned = _check_plan(target, settings, config, source, False, reset_std)
     args = flags.settings_argv(settings) + flags.session_argv(config, source, reset_std, False, git)
     args += ["--auto-resume"] if auto_resume else []
-    start_in_tmux(root, target, args, tb_host, tb_port, live_page=_has_page(game))
+    live_page = _has_page(planned.game, planned.game_args)
+    start_in_tmux(root, target, args, tb_host, tb_port, live_page=live_page)
 
 
 @app.command(cls=PanelledCommand)
@@ -762,9 +765,11 @@ def _valid_run(name: str) -> str:
     return validate_run_name(name)
 
 
-def _has_page(game: str) -> bool:
-    """True when the game has a web page a run's live bot can be watched on."""
-    return bool(game_entry(game).web_files)
+def _has_page(game: str, game_args: dict[str, str]) -> bool:
+    """True when the game has a web page a run's live bot of these ``--game-arg`` settings
+    can be watched on."""
+    entry = game_entry(game)
+    return bool(entry.web_files) and entry.page_plays(game_args)
 
 
 TRAINING_STACK = frozenset(

@@ -246,17 +246,21 @@ def play_and_report(
         console.print(f"recorded {result.picture}")
 
 
-def _game_of(root: Path, target: str) -> str:
-    """The bundled game a bot file or a run plays (the default one when it says none)."""
+def _game_of(root: Path, target: str) -> tuple[str, dict[str, str]]:
+    """The bundled game a bot file or a run plays (the default one when it says none),
+    and its ``--game-arg`` settings."""
     as_file = Path(target)
     try:
         if as_file.is_file():
             trained = bot_facts(BotRunner.from_file(as_file), as_file).trained
-            return str(trained.get("game") or DEFAULT_GAME)
+            return str(trained.get("game") or DEFAULT_GAME), dict(trained.get("game_args") or {})
         record = RunPaths(root, target).run_json
-        return RunRecord.load(record).config.game if record.is_file() else DEFAULT_GAME
+        if not record.is_file():
+            return DEFAULT_GAME, {}
+        config = RunRecord.load(record).config
+        return config.game, dict(config.game_args)
     except LanderError:
-        return DEFAULT_GAME  # the page itself reports a bot it cannot fly
+        return DEFAULT_GAME, {}  # the page itself reports a bot it cannot fly
 
 
 def serve_web_page(root: Path, target: str, host: str, port: int) -> None:
@@ -270,9 +274,15 @@ def serve_web_page(root: Path, target: str, host: str, port: int) -> None:
         RunPaths(root, target)  # a bad run name is one line
     elif not as_file.is_file():
         fail(f"bot file {target!r} does not exist")
-    game = game_entry(_game_of(root, target))
+    name, game_args = _game_of(root, target)
+    game = game_entry(name)
     if not game.web_files:
         fail(f"the {game.name} game has no web page: play it with `lander play BOT`")
+    if not game.page_plays(game_args):
+        settings = " ".join(f"{key}={value}" for key, value in sorted(game_args.items()))
+        fail(
+            f"the {game.name} game's web page does not play {settings}: play it with `lander play BOT`"
+        )
     try:
         server = serve_page(root, target, host, port, game)
     except OSError as exc:

@@ -110,6 +110,7 @@ class GameEntry:
         (None: the user must give one).
     :param sides: the policy names of a game played by sides (``--self-play``, matches);
         empty for a game whose agents all play alike.
+    :param page_plays: whether its web page plays a bot of these ``--game-arg`` settings.
     """
 
     name: str
@@ -129,3 +130,6 @@ class GameEntry:
     build_name: str | None = None
     race_reward: float | None = None
     sides: tuple[str, ...] = ()
+    page_plays: Callable[[GameArgs], bool] = lambda _game_args: True
+    """Whether the web page plays a bot of these ``--game-arg`` settings (the duel's page
+    plays the race, not the chase)."""

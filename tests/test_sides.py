@@ -142,6 +142,9 @@ def test_each_side_learns_in_turns_with_its_own_checkpoints_ratings_and_bot(
     assert same.returncode == 1 and "Traceback" not in same.stderr
     assert "a match is a bot of each side, not hunter against hunter" in same.stderr
 
+    page = lander(tmp_path, "play", "--web", hunter, "--web-port", port, timeout=60)
+    assert page.returncode == 1 and "web page does not play mode=chase" in page.stderr
+
     graded = lander(tmp_path, "export", "hunt", "--tiers", "easy,hard", timeout=300)
     assert graded.returncode == 0, graded.stdout + graded.stderr
     easy = json.loads((tmp_path / "bots" / "hunt-easy.json").read_text())

@@ -68,6 +68,7 @@ ENTRY = GameEntry(
     record_name=lambda game_args: "duel-chase" if game_args.get("mode") == "chase" else "duel",
     play=_play,
     sides=SIDES,
+    page_plays=lambda game_args: game_args.get("mode", "race") == "race",
     web_files=(
         Path(__file__).resolve().parent / "web" / "index.html",
         LANDER_WEB / "physics.js",
