@@ -110,7 +110,7 @@ def _parse_action_entry(key: str, spec: Any, instance: int | None) -> ActionEntr
     )
 
 
-class _Layout:
+class AgentLayout:
     """The keys of one kind of agent: what a policy of them reads and writes."""
 
     observations: tuple[ObservationEntry, ...]
@@ -149,7 +149,7 @@ class _Layout:
 
 
 @dataclass(frozen=True)
-class SideLayout(_Layout):
+class SideLayout(AgentLayout):
     """One side of a game whose sides declare their own spaces (a hunter and its prey).
 
     :param name: the side's policy name.
@@ -179,7 +179,7 @@ PADDED_KEY = "sides"
 
 
 @dataclass(frozen=True)
-class EnvInfo(_Layout):
+class EnvInfo(AgentLayout):
     """What one game instance declared about its agents.
 
     Usually every agent shares one observation and action layout (the plugin's
@@ -211,7 +211,7 @@ class EnvInfo(_Layout):
             and len(self.actions) == 1
         )
 
-    def side(self, name: str) -> _Layout:
+    def side(self, name: str) -> AgentLayout:
         """The layout a policy of side ``name`` reads and writes."""
         for side in self.sides:
             if side.name == name:
