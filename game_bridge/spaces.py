@@ -218,6 +218,12 @@ class EnvInfo(AgentLayout):
                 return side
         return self
 
+    def columns(self, name: str) -> int | None:
+        """The columns of the padded batch side ``name`` reads; None (all of them) when
+        every agent shares one layout."""
+        layout = self.side(name)
+        return layout.observation_size if isinstance(layout, SideLayout) else None
+
     def same_layout(self, other: EnvInfo) -> bool:
         """True when two instances can feed one policy."""
         return (
@@ -397,6 +403,18 @@ class ActionCodec:
         return [dict(zip(keys, values, strict=True)) for values in zip(*columns, strict=True)]
 
 
+def _check_agent_count(observations: Any, n_agents: int, instance: int | None) -> None:
+    """A reply's ``obs`` must be a list of one entry per agent.
+
+    :raises ProtocolViolation: naming what came instead.
+    """
+    if not isinstance(observations, list) or len(observations) != n_agents:
+        count = len(observations) if isinstance(observations, list) else type(observations).__name__
+        raise ProtocolViolation(
+            instance, f"expected observations for {n_agents} agents, got {count}"
+        )
+
+
 class ObservationCodec:
     """Turns the game's per-agent observation dicts into numpy batches."""
 
@@ -424,13 +442,7 @@ class ObservationCodec:
 
         :raises ProtocolViolation: on a wrong agent count, a missing key or a wrong shape.
         """
-        if not isinstance(observations, list) or len(observations) != n_agents:
-            count = (
-                len(observations) if isinstance(observations, list) else type(observations).__name__
-            )
-            raise ProtocolViolation(
-                instance, f"expected observations for {n_agents} agents, got {count}"
-            )
+        _check_agent_count(observations, n_agents, instance)
         result: dict[str, np.ndarray] = {}
         for entry in self.entries:
             try:
@@ -482,8 +494,7 @@ class PaddedCodec:
 
         :raises ProtocolViolation: as :meth:`ObservationCodec.decode` does, per side.
         """
-        if not isinstance(observations, list) or len(observations) != n_agents:
-            return ObservationCodec(()).decode(observations, n_agents, instance)  # its error
+        _check_agent_count(observations, n_agents, instance)
         batch = np.zeros((n_agents, self.obs_width), dtype=np.float32)
         for side in self._sides:
             codec = self._codecs[side.name][0]

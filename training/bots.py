@@ -132,25 +132,35 @@ def export_run(
 
     :raises CheckpointError, ExportError: nothing to export, or parity failed.
     """
-    from training.export import export_policy
+    model_path = find_resume_point(paths.root, str(checkpoint or paths.run), console).model
+    record = _record_of(paths)
+    layout = record.extra.game_layout if record else None
+    notes = rating_notes(record) | side_note(record)
+    return _export_model(paths, record, model_path, (paths.bot_json, paths.bot_onnx), layout, notes)
+
+
+def _export_model(
+    paths: RunPaths,
+    record: RunRecord | None,
+    model_path: Path,
+    files: tuple[Path, Path],
+    layout: dict[str, Any] | None,
+    notes: dict[str, Any],
+) -> ExportResult:
+    """One model of the run to a bot JSON and ONNX pair, with the run's commit and settings."""
+    from training.export import OnnxLayout, export_policy
     from training.trainer import load_for_inference
 
-    root, run = paths.root, paths.run
-    model_path = find_resume_point(root, str(checkpoint) if checkpoint else run, console).model
-    record = _record_of(paths)
     model, normalizer = load_for_inference(model_path)
-    from training.export import OnnxLayout
-
     return export_policy(
         model,
         normalizer,
-        run,
-        paths.bot_json,
-        paths.bot_onnx,
+        paths.run,
+        *files,
         git_commit=record.git_commit if record else None,
         trained_with=trained_with(record.config) if record else None,
-        layout=OnnxLayout.of_game(record.extra.game_layout if record else None),
-        notes=rating_notes(record) | side_note(record),
+        layout=OnnxLayout.of_game(layout),
+        notes=notes,
     )
 
 
@@ -169,8 +179,6 @@ def export_sides(paths: RunPaths, console: Console | None = None) -> list[Export
     :raises CheckpointError, ExportError: a side with nothing to export, or parity failed.
     """
     from training.checkpoints import CheckpointError, newest_valid_model
-    from training.export import OnnxLayout, export_policy
-    from training.trainer import load_for_inference
 
     record = _record_of(paths)
     layouts = (record.extra.side_layouts if record else None) or {}
@@ -179,20 +187,9 @@ def export_sides(paths: RunPaths, console: Console | None = None) -> list[Export
         model_path = newest_valid_model(paths.side_checkpoints(side), console)
         if model_path is None:
             raise CheckpointError(f"side {side!r} of run {paths.run!r} has no valid model")
-        model, normalizer = load_for_inference(model_path)
-        results.append(
-            export_policy(
-                model,
-                normalizer,
-                paths.run,
-                paths.side_bot_json(side),
-                paths.side_bot_onnx(side),
-                git_commit=record.git_commit if record else None,
-                trained_with=trained_with(record.config) if record else None,
-                layout=OnnxLayout.of_game(layouts.get(side)),
-                notes={"side": side, **rating_notes(record, f"{LEARNER}:{side}")},
-            )
-        )
+        files = (paths.side_bot_json(side), paths.side_bot_onnx(side))
+        notes = {"side": side, **rating_notes(record, f"{LEARNER}:{side}")}
+        results.append(_export_model(paths, record, model_path, files, layouts.get(side), notes))
     return results
 
 

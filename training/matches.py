@@ -107,15 +107,10 @@ def play_match(
         mine = np.flatnonzero(sides_now == first_side)
         theirs = np.flatnonzero(sides_now != first_side)
         other_side = names[1] if first_side == names[0] else names[0]
-        columns = (_columns(info, first_side), _columns(info, other_side))
+        columns = (info.columns(first_side), info.columns(other_side))
         for score, count in _play_half(first, second, (mine, theirs), columns, wanted, env).items():
             tally[score] += count
     return MatchResult(tally[1.0], tally[0.5], tally[0.0])
-
-
-def _columns(info: Any, side: str) -> int | None:
-    """The columns of the padded batch a side reads (None: every column, one shared layout)."""
-    return info.side(side).observation_size if info.sides else None
 
 
 def _play_half(

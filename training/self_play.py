@@ -33,7 +33,6 @@ from stable_baselines3.common.vec_env import VecEnv, VecEnvWrapper, VecMonitor, 
 from stable_baselines3.common.vec_env.base_vec_env import VecEnvStepReturn
 
 from game_bridge.bot_runner import BotRunner
-from game_bridge.spaces import SideLayout
 from game_bridge.vec_env import GameVecEnv
 from training.callbacks import RotatingCheckpoints
 from training.config import ConfigError, TrainConfig
@@ -117,10 +116,10 @@ class SelfPlayEnv(VecEnvWrapper):
         self.others = np.flatnonzero(names != learner_side)
         self.learner_side = learner_side
         own = info.side(learner_side)
-        rivals = [side for side in info.sides if side.name != learner_side]
+        rivals = [side.name for side in info.sides if side.name != learner_side]
         # A game of sides with their own spaces moves padded rows: each side reads its columns.
-        self._own_columns = own.observation_size if isinstance(own, SideLayout) else None
-        self._rival_columns = rivals[0].observation_size if rivals else None
+        self._own_columns = info.columns(learner_side)
+        self._rival_columns = info.columns(rivals[0]) if rivals else None
         VecEnv.__init__(self, len(self.learner), own.observation_space, own.action_space)
         self.class_attributes: dict[str, Any] = {}
         self.opponent: Opponent | None = None
