@@ -26,8 +26,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from stable_baselines3.common.callbacks import BaseCallback
-
 
 def _cpu_ticks() -> tuple[int, int]:
     """(busy, total) jiffies of all cores together, from the first line of /proc/stat."""
@@ -37,96 +35,103 @@ def _cpu_ticks() -> tuple[int, int]:
     return sum(values) - idle, sum(values)
 
 
-class SkillClock(BaseCallback):
-    """Reports progress and saves snapshots; stops training after ``seconds`` of clock.
+def _skill_clock_class() -> type:
+    """SkillClock, defined once SB3 is imported: lander's side imports it only after its
+    games have begun to start, as ``lander train`` does."""
+    from stable_baselines3.common.callbacks import BaseCallback
 
-    :param launched: ``time.time()`` when the parent started this process.
-    :param seconds: clock seconds to train for.
-    :param events: the JSON-lines file to append events to.
-    :param snapshots: the folder for policy snapshots.
-    :param snapshot_every: clock seconds between snapshots.
-    :param save: writes a snapshot of the model to a path.
-    """
+    class SkillClock(BaseCallback):
+        """Reports progress and saves snapshots; stops training after ``seconds`` of clock.
 
-    def __init__(
-        self,
-        launched: float,
-        seconds: float,
-        events: Path,
-        snapshots: Path,
-        snapshot_every: float,
-        save: Callable[[Any, Path], None],
-    ) -> None:
-        super().__init__()
-        self.launched = launched
-        self.seconds = seconds
-        self.events = events.open("a")
-        self.snapshots = snapshots
-        self.snapshot_every = snapshot_every
-        self.save = save
-        self.paused = 0.0
-        self.next_snapshot = snapshot_every
-        self.cpu = {"collect": [0, 0], "update": [0, 0]}
-        self.wall = {"collect": 0.0, "update": 0.0}
-        self._mark = (_cpu_ticks(), time.monotonic())
+        :param launched: ``time.time()`` when the parent started this process.
+        :param seconds: clock seconds to train for.
+        :param events: the JSON-lines file to append events to.
+        :param snapshots: the folder for policy snapshots.
+        :param snapshot_every: clock seconds between snapshots.
+        :param save: writes a snapshot of the model to a path.
+        """
 
-    def clock(self) -> float:
-        """Seconds since launch, less the time spent on snapshots."""
-        return time.time() - self.launched - self.paused
+        def __init__(
+            self,
+            launched: float,
+            seconds: float,
+            events: Path,
+            snapshots: Path,
+            snapshot_every: float,
+            save: Callable[[Any, Path], None],
+        ) -> None:
+            super().__init__()
+            self.launched = launched
+            self.seconds = seconds
+            self.events = events.open("a")
+            self.snapshots = snapshots
+            self.snapshot_every = snapshot_every
+            self.save = save
+            self.paused = 0.0
+            self.next_snapshot = snapshot_every
+            self.cpu = {"collect": [0, 0], "update": [0, 0]}
+            self.wall = {"collect": 0.0, "update": 0.0}
+            self._mark = (_cpu_ticks(), time.monotonic())
 
-    def _phase_ended(self, phase: str) -> None:
-        (busy0, total0), wall0 = self._mark
-        busy, total = _cpu_ticks()
-        self.cpu[phase][0] += busy - busy0
-        self.cpu[phase][1] += total - total0
-        now = time.monotonic()
-        self.wall[phase] += now - wall0
-        self._mark = ((busy, total), now)
+        def clock(self) -> float:
+            """Seconds since launch, less the time spent on snapshots."""
+            return time.time() - self.launched - self.paused
 
-    def _cores(self, phase: str) -> float | None:
-        busy, total = self.cpu[phase]
-        return round(busy / total * (os.cpu_count() or 1), 2) if total else None
+        def _phase_ended(self, phase: str) -> None:
+            (busy0, total0), wall0 = self._mark
+            busy, total = _cpu_ticks()
+            self.cpu[phase][0] += busy - busy0
+            self.cpu[phase][1] += total - total0
+            now = time.monotonic()
+            self.wall[phase] += now - wall0
+            self._mark = ((busy, total), now)
 
-    def _emit(self, **event: Any) -> None:
-        self.events.write(json.dumps(event) + "\n")
-        self.events.flush()
+        def _cores(self, phase: str) -> float | None:
+            busy, total = self.cpu[phase]
+            return round(busy / total * (os.cpu_count() or 1), 2) if total else None
 
-    def _on_training_start(self) -> None:
-        self._emit(kind="start", t=self.clock())
-        self._mark = (_cpu_ticks(), time.monotonic())
+        def _emit(self, **event: Any) -> None:
+            self.events.write(json.dumps(event) + "\n")
+            self.events.flush()
 
-    def _on_rollout_start(self) -> None:
-        self._phase_ended("update")
+        def _on_training_start(self) -> None:
+            self._emit(kind="start", t=self.clock())
+            self._mark = (_cpu_ticks(), time.monotonic())
 
-    def _on_rollout_end(self) -> None:
-        self._phase_ended("collect")
-        episodes = list(self.model.ep_info_buffer)
-        reward = float(sum(e["r"] for e in episodes) / len(episodes)) if episodes else None
-        t = self.clock()
-        self._emit(
-            kind="rollout",
-            t=t,
-            steps=self.num_timesteps,
-            reward=reward,
-            cores_collect=self._cores("collect"),
-            cores_update=self._cores("update"),
-            wall_collect=round(self.wall["collect"], 2),
-            wall_update=round(self.wall["update"], 2),
-        )
-        if t >= self.next_snapshot:
-            started = time.time()
-            path = self.snapshots / f"{self.num_timesteps:012d}.zip"
-            self.save(self.model, path)
-            self.paused += time.time() - started
-            self._emit(kind="snapshot", t=t, steps=self.num_timesteps, path=str(path))
-            self.next_snapshot = t + self.snapshot_every
+        def _on_rollout_start(self) -> None:
+            self._phase_ended("update")
 
-    def _on_step(self) -> bool:
-        return self.clock() < self.seconds
+        def _on_rollout_end(self) -> None:
+            self._phase_ended("collect")
+            episodes = list(self.model.ep_info_buffer)
+            reward = float(sum(e["r"] for e in episodes) / len(episodes)) if episodes else None
+            t = self.clock()
+            self._emit(
+                kind="rollout",
+                t=t,
+                steps=self.num_timesteps,
+                reward=reward,
+                cores_collect=self._cores("collect"),
+                cores_update=self._cores("update"),
+                wall_collect=round(self.wall["collect"], 2),
+                wall_update=round(self.wall["update"], 2),
+            )
+            if t >= self.next_snapshot:
+                started = time.time()
+                path = self.snapshots / f"{self.num_timesteps:012d}.zip"
+                self.save(self.model, path)
+                self.paused += time.time() - started
+                self._emit(kind="snapshot", t=t, steps=self.num_timesteps, path=str(path))
+                self.next_snapshot = t + self.snapshot_every
+
+        def _on_step(self) -> bool:
+            return self.clock() < self.seconds
+
+    return SkillClock
 
 
-def _clock(args: argparse.Namespace, save: Callable[[Any, Path], None]) -> SkillClock:
-    return SkillClock(
+def _clock(args: argparse.Namespace, save: Callable[[Any, Path], None]) -> Any:
+    return _skill_clock_class()(
         args.launched, args.seconds, args.events, args.snapshots, args.snapshot_every, save
     )
 
@@ -134,13 +139,9 @@ def _clock(args: argparse.Namespace, save: Callable[[Any, Path], None]) -> Skill
 def _run_lander(args: argparse.Namespace) -> None:
     from rich.console import Console
 
-    from training.checkpoints import save_checkpoint
-    from training.trainer import TrainRequest, train
+    from training.planning import TrainRequest
+    from training.session_start import begin_session
 
-    def save(model: Any, path: Path) -> None:
-        save_checkpoint(model, path, model.get_vec_normalize_env())
-
-    clock = _clock(args, save)
     overrides = {
         "timesteps": 10**9,
         "checkpoint_every": 10**9,
@@ -152,11 +153,18 @@ def _run_lander(args: argparse.Namespace) -> None:
         **json.loads(args.settings),
     }
     with tempfile.TemporaryDirectory(prefix="lander-skill-") as root:
-        train(
-            TrainRequest(Path(root), "skill", overrides),
-            Console(quiet=True),
-            extra_callbacks=[clock],
-        )
+        request = TrainRequest(Path(root), "skill", overrides)
+        quiet = Console(quiet=True)
+        start = begin_session(request, quiet)  # the games start while torch loads, as in the CLI
+        from training.checkpoints import save_checkpoint
+        from training.trainer import train
+
+        def save(model: Any, path: Path) -> None:
+            save_checkpoint(model, path, model.get_vec_normalize_env())
+
+        train(request, quiet, extra_callbacks=[_clock(args, save)], start=start)
+        with open(args.events, "a") as events:
+            events.write(json.dumps({"kind": "startup", "marks": start.clock.marks}) + "\n")
 
 
 def _run_godot_rl(args: argparse.Namespace) -> None:

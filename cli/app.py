@@ -120,7 +120,7 @@ def train(
         session = Session(run, settings or {}, config, resume, reset_std, force, git)
         raise typer.Exit(supervise(project_root(), session))
     from cli.run_flow import run_training
-    from training.trainer import TrainRequest
+    from training.planning import TrainRequest
 
     request = TrainRequest(
         project_root(),
@@ -539,7 +539,7 @@ def _check_plan(
 ) -> TrainConfig:
     """Plan the run as ``lander train`` would, without writing, so a mistake is one red
     line here, not a tmux window that dies; return the run's settings."""
-    from training.trainer import TrainRequest, plan_training
+    from training.planning import TrainRequest, plan_training
 
     request = TrainRequest(
         project_root(), run, settings, config_file=config, resume=resume, force=force,

@@ -335,7 +335,7 @@ def _play(
     """Bot file ``first`` against ``second`` on the game (by default the first's own)."""
     from game_bridge.launcher import LaunchConfig
     from game_bridge.vec_env import GameVecEnv
-    from training.environments import game_launch
+    from training.game_launch import game_launch
     from training.matches import play_match
 
     first_bot = BotRunner.from_file(first)

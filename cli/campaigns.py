@@ -22,7 +22,7 @@ from training.curriculum import Stage, load_plan, run_plan
 from training.run_paths import RunPaths, next_run_name
 from training.search_space import load_space
 from training.sweep import SweepTrials, TrialResult, run_sweep
-from training.trainer import TrainRequest
+from training.planning import TrainRequest
 
 
 def next_run(

@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
 from types import FrameType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cli.console import console, error_console, how
 from cli.git_sync import (
@@ -35,9 +35,13 @@ from training.bots import evaluate_target, export_run, export_sides, run_target
 from training.checkpoints import CheckpointError
 from training.errors import ExportError
 from training.eval_records import game_name, record_evaluation
+from training.planning import TrainRequest
 from training.run_paths import InvalidRunName, RunPaths
 from training.run_record import RunRecord
-from training.trainer import TrainOutcome, TrainRequest, train
+from training.session_start import begin_session
+
+if TYPE_CHECKING:
+    from training.trainer import TrainOutcome
 
 
 def git_choice(request: TrainRequest, flag: bool | None) -> bool:
@@ -84,7 +88,16 @@ def train_session(request: TrainRequest, use_git: bool) -> int:
         # A new run plays the checkout's remembered game (lander setup --game-bin);
         # a resumed one keeps its own.
         request.overrides = with_remembered_game(root, request.overrides)
-    outcome = train(request, console, on_checkpoint=_mid_run_pusher(paths) if use_git else None)
+    # The games start while the training stack (torch, SB3) is imported: see begin_session.
+    start = begin_session(request, console)
+    try:
+        from training.trainer import train
+    except BaseException:
+        if start.games is not None:
+            start.games.close()
+        raise
+    pusher = _mid_run_pusher(paths) if use_git else None
+    outcome = train(request, console, on_checkpoint=pusher, start=start)
     with RunEnd(paths, use_git) as end:
         end.step("export")
         finish_run(paths, outcome)

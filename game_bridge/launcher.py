@@ -224,6 +224,17 @@ def launch_instances(
     :return: the connected instances and each one's parsed ``env_info``.
     :raises BridgeError: a launch, connection or protocol fault, naming the instance.
     """
+    instances = start_instances(config, indices)
+    return instances, connect_instances(instances, config)
+
+
+def start_instances(config: LaunchConfig, indices: list[int] | None = None) -> list[GameInstance]:
+    """Listen for instances and start their processes, without waiting for them: a
+    caller with other work (importing torch) does it while the games start up, then
+    calls :func:`connect_instances`. On a failure the instances started are closed.
+
+    :raises BridgeError: a launch fault (a missing binary, no free port), naming the instance.
+    """
     if config.n_instances < 1:
         raise LaunchError(
             None, f"the number of game instances must be at least 1, got {config.n_instances}"
@@ -243,17 +254,29 @@ def launch_instances(
                 instance.start_forked(config.fork_main, config.arguments(instance.index), output)
             else:
                 instance.start([*config.command, *config.arguments(instance.index)], output)
+    except BaseException:
+        close_instances(instances)
+        raise
+    return instances
+
+
+def connect_instances(instances: list[GameInstance], config: LaunchConfig) -> list[EnvInfo]:
+    """Accept the started instances' connections, handshake and read each ``env_info``.
+    On any failure every instance is closed before the error propagates.
+
+    :raises BridgeError: a connection or protocol fault, naming the instance.
+    """
+    try:
         _accept_all(instances, time.monotonic() + config.connect_timeout)
         for instance in instances:
             instance.send(protocol.handshake_message(config.offers_fast_wire))
             instance.send({"type": "env_info"})
-        infos = [
+        return [
             parse_env_info(instance.receive("env_info"), instance.index) for instance in instances
         ]
     except BaseException:
         close_instances(instances)
         raise
-    return instances, infos
 
 
 def close_instances(instances: list[GameInstance]) -> None:

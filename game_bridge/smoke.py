@@ -12,7 +12,6 @@ from dataclasses import dataclass
 import numpy as np
 
 from game_bridge.launcher import LaunchConfig
-from game_bridge.vec_env import GameVecEnv
 
 
 @dataclass(frozen=True)
@@ -40,6 +39,9 @@ def run_smoke_test(
 
     :raises BridgeError: whatever went wrong, naming the fault.
     """
+    # Here, not at the top: the CLI imports this module, and GameVecEnv brings in torch.
+    from game_bridge.vec_env import GameVecEnv
+
     started = time.monotonic()
     env = GameVecEnv(
         LaunchConfig(

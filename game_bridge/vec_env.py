@@ -63,15 +63,22 @@ class GameVecEnv(VecEnv):
 
     :param config: how to launch the instances.
     :param max_restarts_per_minute: restarts tolerated in any 60 s window.
+    :param launched: instances already launched with ``config`` and their ``env_info``
+        (a launch begun earlier, while the trainer loaded), instead of launching here.
     """
 
-    def __init__(self, config: LaunchConfig, max_restarts_per_minute: int = 0) -> None:
+    def __init__(
+        self,
+        config: LaunchConfig,
+        max_restarts_per_minute: int = 0,
+        launched: tuple[list[GameInstance], list[EnvInfo]] | None = None,
+    ) -> None:
         self.config = config
         self.max_restarts_per_minute = max_restarts_per_minute
         self.restarts: list[Restart] = []
         self.port_moves: list[tuple[int, int, int]] = []  # (instance, old port, new port)
         self._send_faults: dict[int, BridgeError] = {}
-        self.instances, infos = launch_instances(config)
+        self.instances, infos = launched if launched is not None else launch_instances(config)
         try:
             self.env_info = self._common_layout(infos)
         except BridgeError:

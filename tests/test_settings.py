@@ -66,6 +66,10 @@ def _changed(item_name: str, default: Any, tmp_path: Path) -> tuple[list[str], A
         return [flag, str(game)], str(game.resolve())
     if item_name == "device":
         return [flag, "cpu"], "cpu"
+    if item_name == "collector":
+        return [flag, "sb3"], "sb3"
+    if item_name == "batch_size":
+        return [flag, "96"], 96
     if item_name == "game":
         return [flag, "stroke"], "stroke"
     if item_name == "transport":

@@ -29,6 +29,7 @@ from training.checkpoints import checkpoint_name, rotate_checkpoints, save_check
 from training.errors import ExportError
 from training.policy_tweaks import action_std
 from training.run_record import write_json_atomic
+from training.session_start import StartupClock
 
 
 def mean_episode_reward(model: BaseAlgorithm) -> float | None:
@@ -204,6 +205,36 @@ class ProgressReport(BaseCallback):
 
 SLOW_GAME_FRACTION = 0.5
 """Games ticking below this fraction of 60 x --speedup get a warning."""
+
+
+class StartupReport(BaseCallback):
+    """Stamps the first step on the start-up clock and reports every phase once: to
+    train.log always, to the console with ``--verbose``.
+
+    :param clock: the session's start-up clock.
+    :param log: writes a line to train.log.
+    :param say: prints a line to the console, or None.
+    """
+
+    def __init__(
+        self,
+        clock: StartupClock,
+        log: Callable[[str], None],
+        say: Callable[[str], None] | None,
+    ) -> None:
+        super().__init__()
+        self.clock, self.log, self.say = clock, log, say
+        self.reported = False
+
+    def _on_step(self) -> bool:
+        if not self.reported:
+            self.reported = True
+            self.clock.mark("first step")
+            line = self.clock.summary()
+            self.log(line)
+            if self.say is not None:
+                self.say(line)
+        return True
 
 
 class GameHealth(BaseCallback):

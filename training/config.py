@@ -200,7 +200,20 @@ class TrainConfig:
         resumable=True,
         panel="PPO",
     )
-    batch_size: int = setting(512, help="PPO minibatch size.", low=1, resumable=True, panel="PPO")
+    batch_size: int | None = setting(
+        None,
+        help="PPO minibatch size (samples); by default the rollout split into --minibatches.",
+        low=1,
+        resumable=True,
+        shown="rollout / minibatches",
+        panel="PPO",
+    )
+    minibatches: int = setting(
+        4,
+        help="Minibatches per pass over a rollout, whole ones (when --batch-size is not given).",
+        low=1,
+        panel="PPO",
+    )
     n_epochs: int = setting(
         10, help="Passes over each rollout.", low=1, resumable=True, panel="PPO"
     )
@@ -245,6 +258,19 @@ class TrainConfig:
         "auto",
         help="auto (CUDA only for image observations), cpu or cuda.",
         choices=("auto", "cpu", "cuda"),
+        panel="Run",
+    )
+    verbose: bool = setting(
+        False,
+        help="Print more of what the session does (its start-up phases, from launch).",
+        inherited=False,
+        panel="Run",
+    )
+    collector: str = setting(
+        "lean",
+        help="Rollout loop: lean (one forward for all envs), async (lean, the next rollout "
+        "played while PPO updates) or sb3 (SB3's own).",
+        choices=("lean", "async", "sb3"),
         panel="Run",
     )
     torch_threads: int = setting(
@@ -387,6 +413,17 @@ class TrainConfig:
         """Agents stepped together: instances x agents per instance."""
         return self.n_parallel * self.agents_per_instance
 
+    def minibatch_size(self, num_envs: int) -> int:
+        """``--batch-size``, else the rollout of ``num_envs`` envs cut into the whole
+        minibatches nearest ``--minibatches`` (as CleanRL sizes them): no game, however
+        few its agents, gets a truncated last minibatch."""
+        if self.batch_size is not None:
+            return self.batch_size
+        rollout = self.n_steps * num_envs
+        counts = [c for c in range(1, 2 * self.minibatches + 1) if rollout % c == 0]
+        count = min(counts, key=lambda c: (abs(c - self.minibatches), c))
+        return rollout // count
+
     @property
     def game_transport(self) -> str:
         """The transport the games are spoken to with: ``--transport``, else the game's own."""
@@ -424,6 +461,11 @@ class TrainConfig:
         if self.self_play and self.in_process:
             raise ConfigError(
                 "--self-play plays a game's sides through the bridge: drop --in-process"
+            )
+        if self.self_play and self.collector == "async":
+            raise ConfigError(
+                "--collector async plays ahead of the update; self-play swaps opponents and "
+                "sides between steps: use --collector lean"
             )
         if self.opponent is not None and not self.self_play:
             raise ConfigError("--opponent plays the other sides of --self-play: add --self-play")

@@ -15,43 +15,10 @@ from typing import Any, TypeVar
 import gymnasium
 from stable_baselines3.common.vec_env import DummyVecEnv, VecEnv, VecMonitor, VecNormalize
 
-from game_bridge.launcher import LaunchConfig, game_command
 from game_bridge.vec_env import GameVecEnv
-from games import game_entry, launch_settings
+from games import game_entry
 from training.config import ConfigError, TrainConfig
-
-
-def game_launch(game: str, game_bin: str | Path | None) -> dict[str, Any]:
-    """How the bridge starts a run's game: the executable ``game_bin``, or the bundled
-    ``game`` (:func:`games.launch_settings`).
-
-    :raises LaunchError: when the executable is missing or not executable.
-    """
-    return {"command": game_command(game_bin)} if game_bin is not None else launch_settings(game)
-
-
-def launch_config(config: TrainConfig, output_dir: Path | None = None) -> LaunchConfig:
-    """The bridge's launch settings for a run's configuration."""
-    game_args = {"agents": str(config.agents_per_instance), **config.game_args}
-    cluster = None
-    if config.cluster is not None:
-        from game_bridge.cluster import GameCluster  # Ray: only when a cluster is asked for
-
-        cluster = GameCluster(config.cluster, config.instances_per_node)
-    return LaunchConfig(
-        cluster=cluster,
-        **game_launch(config.game, config.game_bin),
-        transport=config.game_transport,
-        n_instances=config.n_parallel,
-        base_port=config.port,
-        seed=config.seed,
-        speedup=config.speedup,
-        action_repeat=config.action_repeat,
-        game_args=game_args,
-        read_timeout=config.read_timeout,
-        output_dir=output_dir,
-        fast_wire=config.fast_wire,
-    )
+from training.game_launch import EarlyGames, launch_config
 
 
 def in_process_env_id(game: str) -> str:
@@ -72,16 +39,21 @@ def _in_process_env(config: TrainConfig) -> VecEnv:
     return DummyVecEnv([make() for _ in range(config.num_envs)])
 
 
-def make_vec_env(config: TrainConfig, games_log_dir: Path | None = None) -> VecEnv:
+def make_vec_env(
+    config: TrainConfig, games_log_dir: Path | None = None, early: EarlyGames | None = None
+) -> VecEnv:
     """The environment a run trains on: games over TCP or in-process, with episode stats.
 
+    :param early: the run's games, their launch begun already (see :class:`EarlyGames`).
     :raises BridgeError: when the games cannot be launched.
     """
-    env: VecEnv = (
-        _in_process_env(config)
-        if config.in_process
-        else GameVecEnv(launch_config(config, games_log_dir), config.max_restarts_per_minute)
-    )
+    env: VecEnv
+    if config.in_process:
+        env = _in_process_env(config)
+    elif early is not None:
+        env = GameVecEnv(early.config, config.max_restarts_per_minute, early.take())
+    else:
+        env = GameVecEnv(launch_config(config, games_log_dir), config.max_restarts_per_minute)
     env.seed(config.seed)
     if isinstance(env, GameVecEnv) and env.env_info.sides and not config.self_play:
         env.close()

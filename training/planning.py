@@ -9,7 +9,6 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-import torch
 from rich.console import Console
 
 from training.checkpoints import ResumePoint, find_resume_point
@@ -141,10 +140,9 @@ def plan_training(request: TrainRequest, console: Console | None = None) -> Trai
         raise ConfigError(f"--reset-std must be positive, got {request.reset_std}")
     if request.reset_std is not None and resume_point is None:
         raise ConfigError("--reset-std applies to a resumed policy: add --resume RUN")
-    if config.device.startswith("cuda") and not torch.cuda.is_available():
+    if config.device.startswith("cuda") and not _cuda_available():
         raise ConfigError(
-            f"--device {config.device}: torch {torch.__version__} sees no CUDA device here; "
-            "use --device auto or cpu"
+            f"--device {config.device}: torch sees no CUDA device here; use --device auto or cpu"
         )
     if config.opponent is not None:
         from game_bridge.bot_runner import BotRunner
@@ -176,3 +174,11 @@ def _run_of_checkpoint(root: Path, model: Path) -> str | None:
     except ValueError:
         return None
     return relative.parts[0] if len(relative.parts) == 2 else None
+
+
+def _cuda_available() -> bool:
+    """Whether torch sees a CUDA device; torch is imported only for this question, so a
+    plan is made while torch loads in a run that does not ask for CUDA."""
+    import torch
+
+    return bool(torch.cuda.is_available())

@@ -33,13 +33,14 @@ from stable_baselines3.common.callbacks import BaseCallback
 from stable_baselines3.common.vec_env import VecEnv, VecMonitor, VecNormalize
 
 from game_bridge.errors import BridgeError, Interrupted
-from game_bridge.instance import allow_waits, interrupt_waits
+from game_bridge.instance import interrupt_waits
 from game_bridge.vec_env import GameVecEnv
 from training.callbacks import (
     GameHealth,
     ProgressReport,
     PublishBot,
     RotatingCheckpoints,
+    StartupReport,
     StopFlag,
     UpdateThreads,
 )
@@ -48,7 +49,6 @@ from training.checkpoints import (
     CheckpointError,
     newest_valid_model,
     normalization_path,
-    remove_temporary_files,
     save_checkpoint,
 )
 from training.config import RESUMABLE_SETTINGS, TrainConfig
@@ -63,7 +63,8 @@ from training.environments import (
 from training.eval_callback import PeriodicEvaluation
 from training.evaluation import EvalResult, Policy, evaluate_through_bridge, game_settings
 from training.health import KEPT_FINDINGS, Finding, HealthWatch
-from training.local_state import checkout_id, keep_damaged_record, live_bot_path
+from training.lean_ppo import LeanPPO
+from training.local_state import checkout_id, live_bot_path
 from training.planning import (
     RunExists,
     RunOfAnotherCheckout,
@@ -75,6 +76,7 @@ from training.policy_tweaks import reset_action_std
 from training.run_paths import RunPaths
 from training.run_record import RunRecord, now_iso, placement_summary
 from training.self_play import SelfPlayEnv, SideModel, self_play_callbacks
+from training.session_start import SessionStart, begin_session
 from training.tensorboard_log import resilient_logger
 
 __all__ = [
@@ -118,6 +120,7 @@ def train(
     console: Console,
     on_checkpoint: Callable[[Path, RunRecord], None] | None = None,
     extra_callbacks: list[BaseCallback] | None = None,
+    start: SessionStart | None = None,
 ) -> TrainOutcome:
     """Run one training session and end it cleanly, whatever happens.
 
@@ -125,10 +128,12 @@ def train(
     :param console: where progress goes.
     :param on_checkpoint: called after each rotating checkpoint with the updated record.
     :param extra_callbacks: more SB3 callbacks (evaluation).
+    :param start: the session's torch-free first part, when the caller began it before
+        importing this module (:func:`training.session_start.begin_session`).
     :raises ConfigError, CheckpointError, BridgeError: before training starts; nothing is
         written to the run's folders in that case.
     """
-    return TrainingSession(request, console, on_checkpoint, extra_callbacks).run()
+    return TrainingSession(request, console, on_checkpoint, extra_callbacks, start).run()
 
 
 class TrainingSession:
@@ -138,6 +143,7 @@ class TrainingSession:
     :param console: where progress goes.
     :param on_checkpoint: called after each rotating checkpoint with the updated record.
     :param extra_callbacks: more SB3 callbacks.
+    :param start: the plan made and the games' launch begun (else both are done here).
     """
 
     def __init__(
@@ -146,11 +152,14 @@ class TrainingSession:
         console: Console,
         on_checkpoint: Callable[[Path, RunRecord], None] | None = None,
         extra_callbacks: list[BaseCallback] | None = None,
+        start: SessionStart | None = None,
     ) -> None:
         self.request, self.console = request, console
         self.on_checkpoint = on_checkpoint
         self.extra_callbacks = extra_callbacks or []
-        self.plan: TrainPlan = plan_training(request, console)
+        self.start = start or begin_session(request, console)
+        self.start.clock.mark("training stack imported")
+        self.plan: TrainPlan = self.start.plan
         self.config: TrainConfig = self.plan.config
         self.paths = self.plan.paths
         self.stop = StopFlag()
@@ -164,11 +173,11 @@ class TrainingSession:
         """Every phase in order. Once the games are open they are closed whatever happens;
         once learning starts, ``final.zip`` and run.json's ending are written whatever
         happens (a second signal aside)."""
-        leftovers = self.prepare_folders()
+        torch.set_num_threads(self.config.torch_threads)
         self.open_games()
         try:
             self.build_model()
-            self.start_record(leftovers)
+            self.start_record(self.start.leftovers)
             callbacks = self.create_callbacks()
         except BaseException:
             self.env.close()
@@ -181,32 +190,18 @@ class TrainingSession:
 
     # -- phases ---------------------------------------------------------------------------
 
-    def prepare_folders(self) -> list[Path]:
-        """``--force`` removes the old run, a damaged run.json is kept aside, a crash's
-        temporary files go; returns those files, for the log."""
-        allow_waits()
-        torch.set_num_threads(self.config.torch_threads)
-        paths = self.paths
-        if self.request.force and self.plan.previous is None and paths.exists():
-            # --force replaces the run: the user asked for it by name.
-            shutil.rmtree(paths.checkpoints, ignore_errors=True)
-            shutil.rmtree(paths.logs, ignore_errors=True)
-        if self.plan.damaged_record:
-            kept = keep_damaged_record(paths)
-            self.console.print(f"[yellow]the damaged run.json is kept as {kept}[/]")
-        return remove_temporary_files(paths.checkpoints)
-
     def open_games(self) -> None:
         """Launch the games (or the in-process env); a new run whose games never started
         leaves nothing behind. A game that declares its own agents per instance (a Godot
         scene ignores ``--agents``) sets the run's count."""
-        new_run = not self.paths.logs.exists()
+        games = self.start.games
         try:
-            self.env: VecEnv = make_vec_env(self.config, self.paths.games_log_dir)
+            self.env: VecEnv = make_vec_env(self.config, self.paths.games_log_dir, games)
         except BaseException:
-            if new_run:
+            if self.start.new_run:
                 shutil.rmtree(self.paths.logs, ignore_errors=True)
             raise
+        self.start.clock.mark("games connected")
         self.game_env = game_env_of(self.env)
         view = wrapped_env(self.env, SelfPlayEnv)
         self.own_side = view.learner_side if view is not None else None
@@ -235,6 +230,7 @@ class TrainingSession:
             self.partner = self.build_partner(self.partner_env)
         if self.request.until_timesteps is not None:
             self.config.timesteps = max(1, self.request.until_timesteps - self.model.num_timesteps)
+        self.start.clock.mark("model built")
 
     def start_record(self, leftovers: list[Path]) -> None:
         """Open train.log and TensorBoard, write run.json for this session, say what runs."""
@@ -283,7 +279,8 @@ class TrainingSession:
             self.checkpoint_saved,
         )
         return [
-            UpdateThreads(config.torch_threads, config.update_threads or _usable_cores()),
+            StartupReport(self.start.clock, self.log, self.say if config.verbose else None),
+            UpdateThreads(config.torch_threads, self.update_threads()),
             self.stop,
             self.progress,
             self.health,
@@ -294,6 +291,13 @@ class TrainingSession:
             *self.periodic_evaluation(),
             *self.extra_callbacks,
         ]
+
+    def update_threads(self) -> int:
+        """Torch threads for the update: ``--update-threads``, else every core, except
+        when the games play during the update (async), which need the other cores."""
+        if self.config.update_threads:
+            return self.config.update_threads
+        return self.config.torch_threads if self.config.collector == "async" else _usable_cores()
 
     def learn(self, callbacks: list[BaseCallback]) -> None:
         """PPO's learning loop; whatever ends it is turned into the session's status: a
@@ -540,12 +544,14 @@ def _build_model(
     # The resumable settings are exactly PPO's hyperparameters, named as PPO names them:
     # a new one declared in training/config.py reaches PPO with no line here.
     ppo_settings = {name: getattr(config, name) for name in RESUMABLE_SETTINGS}
+    ppo_settings["batch_size"] = config.minibatch_size(env.num_envs)
+    algorithm = PPO if config.collector == "sb3" else LeanPPO
     if resume is None:
         width = [config.net_width] * 2
         policy_kwargs: dict[str, Any] = {"net_arch": {"pi": width, "vf": width}}
         if isinstance(env.action_space, spaces.Box):  # a Gaussian policy: its initial std
             policy_kwargs["log_std_init"] = config.log_std_init
-        return PPO(
+        built = algorithm(
             "MultiInputPolicy"
             if env.observation_space.shape is None
             else ("CnnPolicy" if image else "MlpPolicy"),
@@ -556,14 +562,22 @@ def _build_model(
             device=device,
             verbose=0,
         )
+        return _with_collector(built, config)
     try:
-        model = PPO.load(str(resume), env=env, device=device, **ppo_settings)
+        model = algorithm.load(str(resume), env=env, device=device, **ppo_settings)
     except (ValueError, KeyError, RuntimeError, OSError, TypeError, AttributeError) as exc:
         # A zip SB3 can open but PPO cannot use (another algorithm's, other spaces).
         reason = str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__
         raise CheckpointError(f"cannot resume from {resume}: {reason}") from None
     if reset_std is not None:
         reset_action_std(model, reset_std)
+    return _with_collector(model, config)
+
+
+def _with_collector(model: PPO, config: TrainConfig) -> PPO:
+    """``--collector async`` makes the lean loop play each rollout ahead of the update."""
+    if isinstance(model, LeanPPO):
+        model.asynchronous = config.collector == "async"
     return model
 
 
@@ -702,7 +716,7 @@ def _banner(plan: TrainPlan, request: TrainRequest, model: PPO) -> str:
 
 def load_for_inference(model_path: Path) -> tuple[PPO, VecNormalize | None]:
     """Load a checkpoint on the CPU with its normalisation statistics, if any (for export and evaluation)."""
-    model = PPO.load(str(model_path), device="cpu")
+    model = LeanPPO.load(str(model_path), device="cpu")
     stats = normalization_path(model_path)
     normalizer = None
     if stats.exists():

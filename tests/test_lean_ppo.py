@@ -1,0 +1,206 @@
+"""The lean rollout loop and LeanAdam: the same learning arithmetic as SB3's and torch's,
+the same checkpoint files, and no ``torch._dynamo`` on the way to the first step."""
+
+from __future__ import annotations
+
+import copy
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import gymnasium
+import numpy as np
+import pytest
+import torch
+from stable_baselines3 import PPO
+from stable_baselines3.common.callbacks import BaseCallback
+from stable_baselines3.common.vec_env import DummyVecEnv
+
+from training.lean_adam import LeanAdam, UnsupportedAdamSetting
+from training.lean_ppo import LeanPPO
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _parameters(seed: int) -> list[torch.nn.Parameter]:
+    generator = torch.Generator().manual_seed(seed)
+    return [
+        torch.nn.Parameter(torch.randn(shape, generator=generator))
+        for shape in ((8, 4), (8,), (2, 8), (2,))
+    ]
+
+
+def _steps(optimizer: Any, params: list[torch.nn.Parameter], count: int, seed: int) -> None:
+    generator = torch.Generator().manual_seed(seed)
+    for _ in range(count):
+        for param in params:
+            param.grad = torch.randn(param.shape, generator=generator)
+        optimizer.step()
+
+
+@pytest.mark.parametrize("weight_decay", [0.0, 0.01])
+def test_lean_adam_updates_as_torch_adam_does(weight_decay: float) -> None:
+    ours, theirs = _parameters(0), _parameters(0)
+    settings = {"lr": 3e-3, "eps": 1e-5, "weight_decay": weight_decay}
+    _steps(LeanAdam(ours, **settings), ours, 40, seed=1)
+    _steps(torch.optim.Adam(theirs, **settings), theirs, 40, seed=1)
+    for mine, reference in zip(ours, theirs, strict=True):
+        torch.testing.assert_close(mine, reference, rtol=1e-5, atol=1e-6)
+
+
+def test_lean_adam_state_moves_to_and_from_torch_adam() -> None:
+    """A state written by either optimizer continues in the other exactly."""
+    start = _parameters(2)
+    torch_adam = torch.optim.Adam(start, lr=1e-3, eps=1e-5)
+    _steps(torch_adam, start, 5, seed=3)
+    saved = torch_adam.state_dict()
+
+    resumed = [torch.nn.Parameter(p.detach().clone()) for p in start]
+    lean = LeanAdam(resumed, lr=1e-3, eps=1e-5)
+    lean.load_state_dict(saved)
+    _steps(lean, resumed, 5, seed=4)
+    _steps(torch_adam, start, 5, seed=4)
+    for mine, reference in zip(resumed, start, strict=True):
+        torch.testing.assert_close(mine, reference, rtol=1e-5, atol=1e-6)
+
+    written = lean.state_dict()
+    assert written["param_groups"][0].keys() == saved["param_groups"][0].keys()
+    assert written["state"][0]["step"].dtype == torch.float32
+    assert float(written["state"][0]["step"]) == 10.0
+    back = [torch.nn.Parameter(p.detach().clone()) for p in resumed]
+    torch_again = torch.optim.Adam(back, lr=1e-3, eps=1e-5)
+    torch_again.load_state_dict(copy.deepcopy(written))  # as from a file: no shared tensors
+    _steps(torch_again, back, 3, seed=5)
+    _steps(lean, resumed, 3, seed=5)
+    for mine, reference in zip(resumed, back, strict=True):
+        torch.testing.assert_close(mine, reference, rtol=1e-5, atol=1e-6)
+
+
+def test_lean_adam_refuses_what_it_does_not_implement() -> None:
+    with pytest.raises(UnsupportedAdamSetting, match="amsgrad"):
+        LeanAdam(_parameters(0), amsgrad=True)
+    with pytest.raises(ValueError, match="other parameter groups"):
+        LeanAdam(_parameters(0)[:2]).load_state_dict(torch.optim.Adam(_parameters(0)).state_dict())
+
+
+class _Corridor(gymnasium.Env[np.ndarray, Any]):
+    """Five steps to a time limit, reward 1 a step: every episode ends truncated."""
+
+    def __init__(self, discrete: bool) -> None:
+        self.observation_space = gymnasium.spaces.Box(-10, 10, (3,), np.float32)
+        self.action_space = (
+            gymnasium.spaces.Discrete(3)
+            if discrete
+            else gymnasium.spaces.Box(-1, 1, (2,), np.float32)
+        )
+        self.t = 0
+
+    def reset(self, *, seed: int | None = None, options: Any = None) -> tuple[np.ndarray, dict]:
+        super().reset(seed=seed)
+        self.t = 0
+        return self._obs(), {}
+
+    def _obs(self) -> np.ndarray:
+        return np.array([self.t, -self.t, 1.0], dtype=np.float32)
+
+    def step(self, action: Any) -> tuple[np.ndarray, float, bool, bool, dict]:
+        self.t += 1
+        return self._obs(), 1.0, False, self.t >= 5, {}
+
+
+class _Seen(BaseCallback):
+    def __init__(self) -> None:
+        super().__init__()
+        self.steps = 0
+        self.infos_seen = 0
+
+    def _on_step(self) -> bool:
+        self.steps += 1
+        self.infos_seen += len(self.locals["infos"])
+        return True
+
+
+@pytest.mark.parametrize("discrete", [False, True])
+def test_lean_rollouts_hold_what_sb3s_would(discrete: bool) -> None:
+    """Values and log-probabilities in the buffer are the policy's own for the actions
+    taken, truncated episodes are bootstrapped with the cut observation's value, and
+    callbacks see every step with its infos."""
+    env = DummyVecEnv([lambda: _Corridor(discrete) for _ in range(3)])
+    model = LeanPPO("MlpPolicy", env, n_steps=10, batch_size=15, seed=0, device="cpu")
+    assert model.lean_rollouts()
+    seen = _Seen()
+    model.learn(30, callback=seen)
+    assert seen.steps == 10 and seen.infos_seen == 30
+
+    # After learn() the policy has moved past the buffer's numbers: collect afresh.
+    buffer = model.rollout_buffer
+    model.collect_rollouts(env, seen, buffer, 10)
+    obs = torch.as_tensor(buffer.observations.reshape(30, 3))
+    actions = torch.as_tensor(buffer.actions.reshape(30, -1))
+    with torch.no_grad():
+        values, log_prob, _ = model.policy.evaluate_actions(
+            obs, actions.flatten() if discrete else actions
+        )
+    np.testing.assert_allclose(buffer.values.reshape(30), values.flatten().numpy(), rtol=1e-5)
+    np.testing.assert_allclose(buffer.log_probs.reshape(30), log_prob.numpy(), rtol=1e-4)
+
+    # Every env is cut at t = 5: reward 1 + gamma * V(the observation at t = 5).
+    terminal = torch.tensor([[5.0, -5.0, 1.0]])
+    with torch.no_grad():
+        bootstrap = float(model.policy.predict_values(terminal)[0, 0])
+    cut_rows = np.flatnonzero(buffer.observations[:, 0, 0] == 4.0)
+    assert cut_rows.size == 2
+    np.testing.assert_allclose(buffer.rewards[cut_rows], 1 + model.gamma * bootstrap, rtol=1e-5)
+    other = np.setdiff1d(np.arange(10), cut_rows)
+    np.testing.assert_allclose(buffer.rewards[other], 1.0)
+
+
+def test_lean_ppo_writes_plain_ppo_zips(tmp_path: Path) -> None:
+    """A LeanPPO zip is SB3's PPO zip (torch's Adam in it, no lander class named), and a
+    PPO zip resumes as LeanPPO with its optimizer moments."""
+    env = DummyVecEnv([lambda: _Corridor(False) for _ in range(2)])
+    model = LeanPPO("MlpPolicy", env, n_steps=16, batch_size=32, seed=0, device="cpu")
+    assert isinstance(model.policy.optimizer, LeanAdam)
+    model.learn(64)
+    model.save(tmp_path / "lean.zip")
+    plain = PPO.load(tmp_path / "lean.zip", device="cpu")
+    assert isinstance(plain.policy.optimizer, torch.optim.Adam)
+    assert "optimizer_class" not in plain.policy_kwargs
+    lean_state = model.policy.optimizer.state_dict()["state"]
+    plain_state = plain.policy.optimizer.state_dict()["state"]
+    torch.testing.assert_close(plain_state[0]["exp_avg"], lean_state[0]["exp_avg"])
+
+    plain.save(tmp_path / "plain.zip")
+    again = LeanPPO.load(tmp_path / "plain.zip", env=env, device="cpu")
+    assert isinstance(again.policy.optimizer, LeanAdam)
+    torch.testing.assert_close(
+        again.policy.optimizer.state_dict()["state"][0]["exp_avg_sq"],
+        plain_state[0]["exp_avg_sq"],
+    )
+    again.learn(32, reset_num_timesteps=False)
+    assert again.num_timesteps == 64 + 32
+
+
+def test_a_run_never_imports_torch_dynamo(tmp_path: Path) -> None:
+    """Build, learn, save and load the way ``lander train`` does, in a fresh interpreter:
+    ``torch._dynamo`` (a second of start-up) stays out."""
+    script = (
+        "import sys\n"
+        "from pathlib import Path\n"
+        "from training.config import TrainConfig\n"
+        "from training.environments import make_vec_env\n"
+        "from training.trainer import _build_model, load_for_inference\n"
+        "config = TrainConfig(in_process=True, n_parallel=1, agents_per_instance=2, n_steps=32)\n"
+        "env = make_vec_env(config)\n"
+        "model = _build_model(config, env, None, None)\n"
+        "model.learn(128)\n"
+        f"model.save({str(tmp_path / 'm.zip')!r})\n"
+        f"load_for_inference(Path({str(tmp_path / 'm.zip')!r}))\n"
+        "print('dynamo' if 'torch._dynamo' in sys.modules else 'none')\n"
+    )
+    completed = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, cwd=ROOT, timeout=120
+    )
+    assert completed.returncode == 0, completed.stderr[-2000:]
+    assert completed.stdout.strip().splitlines()[-1] == "none"
