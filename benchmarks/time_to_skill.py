@@ -77,6 +77,8 @@ class RunResult:
     cores_update: float | None
     update_share: float
     scores: list[tuple[float, float]] = field(default_factory=list)
+    first_step: float | None = None
+    """lander's own start-up clock: seconds from the process's start to its first step."""
 
 
 def _snapshot_policy(path: Path, side: str) -> Policy:
@@ -213,6 +215,7 @@ def run_side(
     )
     last = rollouts[-1]
     wall = last["wall_collect"] + last["wall_update"]
+    startup = next((e["marks"] for e in lines if e["kind"] == "startup"), {})
     return RunResult(
         side,
         hit["t"] if hit else None,
@@ -224,6 +227,7 @@ def run_side(
         last["cores_update"],
         last["wall_update"] / wall if wall else 0.0,
         curve,
+        startup.get("first step"),
     )
 
 
@@ -252,6 +256,7 @@ def report(game: str, results: dict[str, list[RunResult]], args: argparse.Namesp
     )
     for column in (
         "side",
+        "first step",
         f"to reward {args.reward:g}",
         f"to score {args.score:g}",
         "steps at reward",
@@ -262,8 +267,10 @@ def report(game: str, results: dict[str, list[RunResult]], args: argparse.Namesp
     ):
         table.add_column(column, justify="right")
     for side, runs in results.items():
+        starts = [r.first_step for r in runs]
         table.add_row(
             side,
+            _median(starts, "{:.2f}") if any(v is not None for v in starts) else "-",
             _median([r.to_reward for r in runs]),
             _median([r.to_score for r in runs]),
             _median([r.steps_at_reward for r in runs], "{:,.0f}"),

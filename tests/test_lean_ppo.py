@@ -4,8 +4,10 @@ the same checkpoint files, and no ``torch._dynamo`` on the way to the first step
 from __future__ import annotations
 
 import copy
+import shutil
 import subprocess
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -204,3 +206,96 @@ def test_a_run_never_imports_torch_dynamo(tmp_path: Path) -> None:
     )
     assert completed.returncode == 0, completed.stderr[-2000:]
     assert completed.stdout.strip().splitlines()[-1] == "none"
+
+
+class _StopAt(BaseCallback):
+    def __init__(self, steps: int) -> None:
+        super().__init__()
+        self.steps, self.seen = steps, 0
+
+    def _on_step(self) -> bool:
+        self.seen += 1
+        return self.seen < self.steps
+
+
+def test_async_rollouts_play_ahead_with_the_policy_before_the_update() -> None:
+    """Each rollout is played by the policy as it was before the update that ran beside
+    it: its log-probabilities are that policy's; callbacks see every step once, in
+    order; the thread is gone when learn() returns, however it ended."""
+    env = DummyVecEnv([lambda: _Corridor(False) for _ in range(2)])
+    model = LeanPPO("MlpPolicy", env, n_steps=10, batch_size=20, seed=0, device="cpu")
+    model.asynchronous = True
+    seen = _Seen()
+    before = {k: v.clone() for k, v in model.policy.state_dict().items()}
+    model.learn(60, callback=seen)  # three rollouts, two of them played ahead
+    assert model.num_timesteps == 60 and seen.steps == 30 and seen.infos_seen == 60
+    assert not any(t.name == "rollout-ahead" for t in threading.enumerate())
+    assert any(not torch.equal(before[k], v) for k, v in model.policy.state_dict().items())
+
+    assert model._ahead is None
+    stopping = _StopAt(15)  # a callback that stops in the middle of the second rollout
+    model.learn(200, callback=stopping, reset_num_timesteps=False)
+    assert stopping.seen == 15
+    assert not any(t.name == "rollout-ahead" for t in threading.enumerate())
+
+
+def test_async_log_probs_are_the_behaviour_policys() -> None:
+    env = DummyVecEnv([lambda: _Corridor(False) for _ in range(2)])
+    model = LeanPPO("MlpPolicy", env, n_steps=10, batch_size=20, seed=0, device="cpu")
+    model.asynchronous = True
+    model.learn(40)
+    ahead = model._ahead
+    assert ahead is None  # learn() stopped the rollout it had begun
+    # Play one rollout ahead by hand and check it against the policy that played it.
+    seen = _Seen()
+    seen.init_callback(model)
+    assert model.collect_rollouts(env, seen, model.rollout_buffer, 10)
+    behaviour = model._playing
+    assert behaviour is not None and model._ahead is not None
+    model._ahead.result()
+    spare = model._ahead.storage
+    obs = torch.as_tensor(spare.observations.reshape(20, 3))
+    actions = torch.as_tensor(spare.actions.reshape(20, 2))
+    with torch.no_grad():
+        _, log_prob, _ = behaviour.evaluate_actions(obs, actions)
+    np.testing.assert_allclose(spare.log_probs.reshape(20), log_prob.numpy(), rtol=1e-4)
+    model.finish_ahead()
+
+
+def test_minibatches_fit_every_rollout(recwarn: pytest.WarningsRecorder) -> None:
+    """A game with few agents gets whole minibatches and no truncated-minibatch warning."""
+    from training.config import TrainConfig
+    from training.environments import make_vec_env
+    from training.trainer import _build_model
+
+    config = TrainConfig(in_process=True, n_parallel=2, agents_per_instance=2, n_steps=48)
+    env = make_vec_env(config)
+    model = _build_model(config, env, None, None)
+    assert model.batch_size == 48  # 192 samples in 4 minibatches
+    assert not [w for w in recwarn if "mini-batch" in str(w.message)]
+    config.batch_size = 100
+    assert _build_model(config, env, None, None).batch_size == 100  # given: kept
+    env.close()
+
+
+def test_a_checkpoint_from_before_lean_ppo_resumes(tmp_path: Path) -> None:
+    """A run trained by main before this collector and optimizer (plain PPO, torch's
+    Adam, batch_size 512 in its run.json) resumes: its moments load into LeanAdam and
+    its step count goes on."""
+    from rich.console import Console
+
+    from training.trainer import TrainRequest, train
+
+    shutil.copytree(ROOT / "tests" / "fixtures" / "before_lean_ppo", tmp_path, dirs_exist_ok=True)
+    saved = PPO.load(tmp_path / "checkpoints" / "oldmain" / "final.zip", device="cpu")
+    assert isinstance(saved.policy.optimizer, torch.optim.Adam)
+    outcome = train(
+        TrainRequest(tmp_path, "branch", {"timesteps": 1024, "port": 29640}, resume="oldmain"),
+        Console(quiet=True),
+    )
+    assert outcome.status == "finished", outcome.error
+    resumed = PPO.load(tmp_path / "checkpoints" / "branch" / "final.zip", device="cpu")
+    assert resumed.num_timesteps == saved.num_timesteps + 1024
+    assert resumed.batch_size == 512
+    steps = resumed.policy.optimizer.state_dict()["state"][0]["step"]
+    assert float(steps) > float(saved.policy.optimizer.state_dict()["state"][0]["step"])

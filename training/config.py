@@ -153,8 +153,11 @@ class TrainConfig:
     read_timeout: float = setting(
         30.0, help="Seconds a game may take to answer one message.", low=1e-3, panel="Games"
     )
+    # On since issue 30: the same samples to skill in 0.86 of the time on the bundled game
+    # (benchmarks/time_to_skill.py, docs/performance.md); a game that does not accept it
+    # is spoken to in JSON, as before.
     fast_wire: bool = setting(
-        False,
+        True,
         help="Offer lander's binary step encoding; games that do not speak it (Godot) keep JSON.",
         panel="Games",
     )
