@@ -218,7 +218,7 @@ class _StopAt(BaseCallback):
         return self.seen < self.steps
 
 
-def test_async_rollouts_play_ahead_with_the_policy_before_the_update() -> None:
+def test_async_rollouts_play_ahead_with_the_policy_before_the_update(tmp_path: Path) -> None:
     """Each rollout is played by the policy as it was before the update that ran beside
     it: its log-probabilities are that policy's; callbacks see every step once, in
     order; the thread is gone when learn() returns, however it ended."""
@@ -233,6 +233,12 @@ def test_async_rollouts_play_ahead_with_the_policy_before_the_update() -> None:
     assert any(not torch.equal(before[k], v) for k, v in model.policy.state_dict().items())
 
     assert model._ahead is None
+    model.collect_rollouts(env, seen, model.rollout_buffer, 10)  # one more begins ahead
+    model.save(tmp_path / "async.zip")  # as a checkpoint callback would, mid-run
+    assert model._ahead is not None
+    model.finish_ahead()
+    plain = PPO.load(tmp_path / "async.zip", device="cpu")
+    assert not hasattr(plain, "_playing") and not hasattr(plain, "asynchronous")
     stopping = _StopAt(15)  # a callback that stops in the middle of the second rollout
     model.learn(200, callback=stopping, reset_num_timesteps=False)
     assert stopping.seen == 15
@@ -299,3 +305,26 @@ def test_a_checkpoint_from_before_lean_ppo_resumes(tmp_path: Path) -> None:
     assert resumed.batch_size == 512
     steps = resumed.policy.optimizer.state_dict()["state"][0]["step"]
     assert float(steps) > float(saved.policy.optimizer.state_dict()["state"][0]["step"])
+
+
+@pytest.mark.parametrize("discrete", [False, True])
+def test_the_updates_forward_pass_gives_sb3s_numbers(discrete: bool) -> None:
+    """LeanPPO's evaluate_actions (the update's forward pass) matches
+    ActorCriticPolicy.evaluate_actions, values, log-probabilities, entropies and
+    gradients alike."""
+    env = DummyVecEnv([lambda: _Corridor(discrete) for _ in range(2)])
+    model = LeanPPO("MlpPolicy", env, n_steps=8, batch_size=16, seed=0, device="cpu")
+    policy = model.policy
+    obs = torch.randn(32, 3)
+    actions = torch.randint(0, 3, (32,)) if discrete else torch.randn(32, 2)
+    ours = policy.evaluate_actions(obs, actions)
+    theirs = type(policy).evaluate_actions(policy, obs, actions)
+    for mine, reference in zip(ours, theirs, strict=True):
+        torch.testing.assert_close(mine.flatten(), reference.flatten(), rtol=1e-5, atol=1e-6)
+    grads = []
+    for values, log_prob, entropy in (ours, theirs):
+        policy.zero_grad()
+        (values.sum() + log_prob.sum() + entropy.sum()).backward(retain_graph=True)
+        grads.append([p.grad.clone() for p in policy.parameters() if p.grad is not None])
+    for mine, reference in zip(*grads, strict=True):
+        torch.testing.assert_close(mine, reference, rtol=1e-4, atol=1e-6)

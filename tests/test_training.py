@@ -388,12 +388,14 @@ class _WireSeen(BaseCallback):
 def test_fast_wire_training_uses_binary_steps(
     tmp_path: Path, port_block: Callable[[int], int]
 ) -> None:
+    """The bundled game speaks the binary steps by default; --no-fast-wire keeps JSON."""
     seen = _WireSeen()
-    request = TrainRequest(tmp_path, "fast", small_run(port_block(2), fast_wire=True))
+    request = TrainRequest(tmp_path, "fast", small_run(port_block(2)))
     outcome = train(request, QUIET, extra_callbacks=[seen])
     assert outcome.status == "finished" and seen.binary is True
     plain = _WireSeen()
-    train(TrainRequest(tmp_path, "plain", small_run(port_block(2))), QUIET, extra_callbacks=[plain])
+    json_run = small_run(port_block(2), fast_wire=False)
+    train(TrainRequest(tmp_path, "plain", json_run), QUIET, extra_callbacks=[plain])
     assert plain.binary is False
 
 

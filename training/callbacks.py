@@ -213,7 +213,7 @@ class StartupReport(BaseCallback):
 
     :param clock: the session's start-up clock.
     :param log: writes a line to train.log.
-    :param say: prints a line to the console, or None.
+    :param say: prints a line to the console and to train.log, or None.
     """
 
     def __init__(
@@ -230,10 +230,7 @@ class StartupReport(BaseCallback):
         if not self.reported:
             self.reported = True
             self.clock.mark("first step")
-            line = self.clock.summary()
-            self.log(line)
-            if self.say is not None:
-                self.say(line)
+            (self.say or self.log)(self.clock.summary())  # say writes train.log too
         return True
 
 

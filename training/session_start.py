@@ -92,7 +92,12 @@ def begin_session(
     new_run = not plan.paths.logs.exists()
     games = None
     if not plan.config.in_process:
-        games = EarlyGames(launch_config(plan.config, plan.paths.games_log_dir))
+        try:
+            games = EarlyGames(launch_config(plan.config, plan.paths.games_log_dir))
+        except BaseException:
+            if new_run:  # a new run whose games never started leaves nothing behind
+                shutil.rmtree(plan.paths.logs, ignore_errors=True)
+            raise
     clock.mark("run planned, games started")
     return SessionStart(plan, leftovers, games, clock, new_run)
 
