@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
 import statistics
 import subprocess
 import tempfile
@@ -34,10 +33,10 @@ from measure import free_base_port
 from rich.console import Console
 from rich.table import Table
 
+from training.session_start import SUMMARY_START, read_summary
+
 ROOT = Path(__file__).resolve().parent.parent
 LANDER = ROOT / ".venv" / "bin" / "lander"
-LINE = "start-up (seconds since launch):"
-PHASE = re.compile(r"([a-z ,]+?) (\d+\.\d\d) s")
 
 
 def one_round(args: argparse.Namespace) -> dict[str, float]:
@@ -60,8 +59,7 @@ def one_round(args: argparse.Namespace) -> dict[str, float]:
             timeout=300,
         )
         log = (Path(home) / "logs" / "boot" / "train.log").read_text()
-    line = next(text for text in log.splitlines() if LINE in text)
-    return {name.strip(" ,"): float(s) for name, s in PHASE.findall(line.split(LINE, 1)[1])}
+    return read_summary(next(text for text in log.splitlines() if SUMMARY_START in text))
 
 
 def main() -> None:

@@ -3,20 +3,13 @@ from the process's own start (``--verbose``, and always in train.log)."""
 
 from __future__ import annotations
 
-import re
 import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
 
 from tests.conftest import REPO_ROOT, lander
-
-PHASE = re.compile(r"([a-z ,]+?) (\d+\.\d\d) s")
-
-
-def _phases(line: str) -> dict[str, float]:
-    body = line.split("start-up (seconds since launch):", 1)[1]
-    return {name.strip(" ,"): float(seconds) for name, seconds in PHASE.findall(body)}
+from training.session_start import SUMMARY_START, read_summary
 
 
 def test_verbose_run_reports_its_start_up_phases_in_order(
@@ -34,10 +27,10 @@ def test_verbose_run_reports_its_start_up_phases_in_order(
     logged = [
         line
         for line in (tmp_path / "logs" / "boot" / "train.log").read_text().splitlines()
-        if "start-up (seconds since launch)" in line
+        if SUMMARY_START in line
     ]
     assert len(logged) == 1
-    phases = _phases(logged[0])
+    phases = read_summary(logged[0])
     assert list(phases) == [
         "interpreter and command",
         "run planned, games started",

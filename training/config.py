@@ -283,7 +283,11 @@ class TrainConfig:
         panel="Run",
     )
     update_threads: int = setting(
-        0, help="Torch CPU threads during the PPO update (0: every core).", low=0, panel="Run"
+        0,
+        help="Torch CPU threads during the PPO update (0: every core; with --collector async, "
+        "--torch-threads, the games playing on the other cores).",
+        low=0,
+        panel="Run",
     )
     # -- health (training/health.py; docs/operations.md "When a run goes wrong") -----
     health_std_low: float = setting(

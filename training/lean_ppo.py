@@ -215,10 +215,6 @@ class LeanPPO(PPO):
         zip, which stays a plain PPO zip."""
         return [*super()._excluded_save_params(), "_ahead", "_spare", "_playing", "asynchronous"]
 
-    def act(self, obs: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Sampled actions, values and log-probabilities of a batch of observations."""
-        return _act(self.policy, self.action_space, obs)
-
 
 @dataclass
 class _Played:

@@ -2,7 +2,7 @@
 its folders, begin launching its games; and the clock of the whole start-up.
 
 ``lander train`` calls :func:`begin_session` before it imports the training stack, so
-the games start and connect (in a thread, see :class:`~training.game_launch.EarlyGames`)
+the games boot (:class:`~training.game_launch.EarlyGames`: started, connected later)
 while torch and Stable-Baselines3 load. :class:`StartupClock` stamps each phase from the
 process's own start (the interpreter's launch, read from ``/proc``), so the phases a
 user sees (``--verbose``, and always in train.log) count everything before the first
@@ -12,6 +12,7 @@ step.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import time
 from dataclasses import dataclass, field
@@ -59,10 +60,22 @@ class StartupClock:
         self.marks.setdefault(phase, round(time.time() - self.launched, 3))
 
     def summary(self) -> str:
-        """One line: each phase and its time since launch."""
+        """One line: each phase and its time since launch (:func:`read_summary` reads it)."""
         ordered = sorted(self.marks.items(), key=lambda mark: mark[1])
         phases = ", ".join(f"{phase} {seconds:.2f} s" for phase, seconds in ordered)
-        return f"start-up (seconds since launch): {phases}"
+        return f"{SUMMARY_START} {phases}"
+
+
+SUMMARY_START = "start-up (seconds since launch):"
+"""How the start-up line begins, in train.log and on the console."""
+_PHASE = re.compile(r"([a-z ,]+?) (\d+\.\d\d) s")
+
+
+def read_summary(line: str) -> dict[str, float]:
+    """The phases of a :meth:`StartupClock.summary` line (for the benchmark and tests),
+    in the line's order: seconds since launch by phase."""
+    phases = line.split(SUMMARY_START, 1)[1]
+    return {name.strip(" ,"): float(seconds) for name, seconds in _PHASE.findall(phases)}
 
 
 @dataclass
@@ -78,14 +91,12 @@ class SessionStart:
     new_run: bool
 
 
-def begin_session(
-    request: TrainRequest, console: Console, clock: StartupClock | None = None
-) -> SessionStart:
+def begin_session(request: TrainRequest, console: Console) -> SessionStart:
     """Plan the run, prepare its folders and begin launching its games.
 
     :raises ConfigError, CheckpointError: the plan's faults, before anything is written.
     """
-    clock = clock or StartupClock()
+    clock = StartupClock()
     clock.mark("interpreter and command")
     plan = plan_training(request, console)
     leftovers = prepare_folders(plan, request, console)
