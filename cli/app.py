@@ -13,6 +13,7 @@ import typer
 from cli import train_flags as flags
 from cli.command_classes import LanderCommands, PanelledCommand, note_sigterm, terminating
 from cli.console import console, error_console, fail
+from cli.dashboard import DEFAULT_PAGE_PORT
 from cli.paths import project_root
 from game_bridge import TRANSPORTS
 from game_bridge.errors import LanderError
@@ -219,7 +220,10 @@ def evaluate(
 
 @app.command(cls=PanelledCommand)
 def play(
-    bot: Annotated[Path, typer.Argument(metavar="BOT", help="A bot .json file (bots/RUN.json).")],
+    bot: Annotated[
+        str,
+        typer.Argument(metavar="BOT", help="A bot .json file, or a run (its exported bot)."),
+    ],
     record: Annotated[
         Path | None,
         typer.Option(
@@ -247,18 +251,18 @@ def play(
     host: Annotated[
         str, typer.Option(help="With --web: the address to serve on (0.0.0.0 for the LAN).")
     ] = "127.0.0.1",
-    web_port: Annotated[int, typer.Option(help="With --web: the page's port.")] = 6010,
+    web_port: Annotated[int, typer.Option(help="With --web: the page's port.")] = DEFAULT_PAGE_PORT,
 ) -> None:
     """Watch a bot fly the bundled game (or --game-bin) in the terminal, without torch; record
     it; or, with --web, in a browser after your cursor."""
     if web:
         from cli.bot_flow import serve_web_page
 
-        serve_web_page(project_root(), str(bot), host, web_port)
+        serve_web_page(project_root(), bot, host, web_port)
         return
     from cli.bot_flow import play_and_report
 
-    play_and_report(bot, record, agents, seconds, seed, speed, game_bin, port)
+    play_and_report(project_root(), bot, record, agents, seconds, seed, speed, game_bin, port)
 
 
 @app.command(cls=PanelledCommand)
@@ -415,6 +419,13 @@ TbPort = Annotated[
         "a taken port moves to the next free one."
     ),
 ]
+WebPort = Annotated[
+    int | None,
+    typer.Option(
+        help="The live page's port. Default: the last one used in this checkout, else "
+        f"{DEFAULT_PAGE_PORT}; a taken port moves to the next free one."
+    ),
+]
 
 
 @app.command(cls=PanelledCommand)
@@ -554,6 +565,7 @@ def start(
     run: RunName,
     tb_host: TbHost = None,
     tb_port: TbPort = None,
+    web_port: WebPort = None,
     sweep_space: Annotated[
         Path | None,
         typer.Option("--sweep", help="Run `lander sweep RUN --space FILE ...` instead of one run."),
@@ -617,7 +629,7 @@ def start(
             game, game_args = planned.game, planned.game_args
     start_in_tmux(
         project_root(), run, flags.settings_argv(settings) + session, tb_host, tb_port, command,
-        live_page=_has_page(game, game_args),
+        live_page=_has_page(game, game_args), web_port=web_port,
     )  # fmt: skip
 
 
@@ -636,6 +648,7 @@ def resume(
     ] = None,
     tb_host: TbHost = None,
     tb_port: TbPort = None,
+    web_port: WebPort = None,
     config: flags.ConfigFile = None,
     reset_std: flags.ResetStd = None,
     git: flags.Git = None,
@@ -659,7 +672,7 @@ def resume(
     args = flags.settings_argv(settings) + flags.session_argv(config, source, reset_std, False, git)
     args += ["--auto-resume"] if auto_resume else []
     live_page = _has_page(planned.game, planned.game_args)
-    start_in_tmux(root, target, args, tb_host, tb_port, live_page=live_page)
+    start_in_tmux(root, target, args, tb_host, tb_port, live_page=live_page, web_port=web_port)
 
 
 @app.command(cls=PanelledCommand)
@@ -732,11 +745,20 @@ def attach(
 def dashboard(
     host: TbHost = None,
     port: TbPort = None,
+    stop_it: Annotated[
+        bool,
+        typer.Option("--stop", help="Stop this checkout's TensorBoard that `start` left in tmux."),
+    ] = False,
 ) -> None:
     """Serve TensorBoard over logs/ in the foreground (every run's curves); if this
     checkout's dashboard already runs, print its address instead."""
     from cli.dashboard import choose_dashboard
 
+    if stop_it:
+        from cli.operations import stop_dashboard
+
+        stop_dashboard(project_root())
+        return
     choice = choose_dashboard(project_root(), host, port)
     console.print(f"dashboard: {choice.url}  ({choice.note})")
     if choice.command is not None:

@@ -11,7 +11,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from cli.console import console, fail
+from cli.console import console, fail, how
 from cli.git_sync import current_commit
 from cli.paths import remembered_game_bin
 from cli.publishing import in_git, publish_files
@@ -35,7 +35,7 @@ from training.bots import (
 from training.errors import program_name
 from training.eval_records import game_name, record_evaluation
 from training.evaluation import evaluate_in_process, game_settings, normalized_score
-from training.run_paths import InvalidRunName, RunPaths
+from training.run_paths import InvalidRunName, RunPaths, unknown_run
 from training.run_record import RunRecord
 
 if TYPE_CHECKING:
@@ -191,7 +191,8 @@ def evaluate_and_report(
 
 
 def play_and_report(
-    bot_path: Path,
+    root: Path,
+    target: str,
     record: Path | None,
     agents: int,
     seconds: float,
@@ -207,8 +208,9 @@ def play_and_report(
         fail(f"--record writes a .png or .gif file, not {record.name!r}")
     if agents < 1 or seconds <= 0 or speed <= 0:
         fail("--agents must be at least 1, --seconds and --speed positive")
-    bot = BotRunner.from_file(bot_path)
-    facts = bot_facts(bot, bot_path)
+    chosen = bot_path(root, target)
+    bot = BotRunner.from_file(chosen)
+    facts = bot_facts(bot, chosen)
     trained = facts.trained
     game = game_entry(str(trained.get("game") or DEFAULT_GAME))
     if game_bin is not None and not game.plays_remote:
@@ -221,7 +223,7 @@ def play_and_report(
         seed=seed,
         speed=speed,
         record=record,
-        title=f"bot {facts.run or bot_path.stem}{steps}",
+        title=f"bot {facts.run or chosen.stem}{steps}",
         game_args=trained.get("game_args") or {},
         action_repeat=trained.get("action_repeat"),
         console=console,
@@ -296,12 +298,25 @@ def serve_web_page(root: Path, target: str, host: str, port: int) -> None:
         server.shutdown()
 
 
-def _bot_path(root: Path, target: str) -> Path:
-    """A bot file, or a run's exported bot (``bots/RUN.json``)."""
+def bot_path(root: Path, target: str) -> Path:
+    """A bot file, or a run's exported bot (``bots/RUN.json``): what every command that
+    plays a bot takes. A name that is neither fails in one line that says which it
+    looked like (a missing file, an unknown run, a run not exported yet).
+    """
     path = Path(target)
-    if not path.is_file() and path.suffix != ".json":
-        path = RunPaths(root, target).bot_json
-    return path
+    if path.is_file():
+        return path
+    if path.suffix == ".json" or "/" in target:
+        fail(f"bot file {target!r} does not exist")
+    paths = RunPaths(root, target)  # a bad run name is one line
+    if paths.bot_json.is_file():
+        return paths.bot_json
+    if not paths.exists():
+        fail(unknown_run(root, target) + f", and no bot file {target!r} is here")
+    fail(
+        f"run {target} has no exported bot ({paths.bot_json.relative_to(root)}): "
+        f"export it with {how(f'export {target}')}"
+    )
 
 
 def match_and_report(
@@ -318,7 +333,7 @@ def match_and_report(
     tally, the score with its 95% interval and the Elo difference it implies."""
     if rounds < 2:
         fail(f"--games must be at least 2 (each bot plays each side), got {rounds}")
-    first_path, second_path = _bot_path(root, first), _bot_path(root, second)
+    first_path, second_path = bot_path(root, first), bot_path(root, second)
     result = _play(first_path, second_path, rounds, game, game_bin, port, seed)
     console.print(result.line(Path(first).stem, Path(second).stem))
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 import typer
+from typer._click.exceptions import NoSuchOption  # Typer's vendored click: no public name
 from typer.core import TyperCommand, TyperGroup
 
 from cli.console import error_console
@@ -26,6 +27,21 @@ PANEL_ORDER = (
 class PanelledCommand(TyperCommand):
     """A command whose ``--help`` groups its options by their ``rich_help_panel``
     (:data:`PANEL_ORDER` first)."""
+
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+        """Click's parsing, but a mistyped option is never offered a hidden one (an
+        internal flag such as ``--until-steps``) as what the user meant."""
+        try:
+            return list(super().parse_args(ctx, args))
+        except NoSuchOption as exc:
+            hidden = {
+                name
+                for param in self.params
+                if getattr(param, "hidden", False)
+                for name in [*param.opts, *param.secondary_opts]
+            }
+            exc.possibilities = [name for name in exc.possibilities or [] if name not in hidden]
+            raise
 
     # ctx and formatter are click's (vendored by Typer under a private name): typed Any.
     def format_options(self, ctx: Any, formatter: Any) -> None:

@@ -20,6 +20,8 @@ DEFAULT_TB_PORT = 6006
 PORTS_TO_TRY = 20
 """How many ports after the chosen one ``start`` tries when it is taken."""
 REMEMBERED = "dashboard.json"
+PAGE_REMEMBERED = "page.json"
+DEFAULT_PAGE_PORT = 6010
 
 
 def tensorboard_command(root: Path, host: str, port: int) -> list[str]:
@@ -163,6 +165,35 @@ def choose_dashboard(root: Path, host: str | None, port: int | None) -> Dashboar
         )
     write_local(root, REMEMBERED, {"host": host, "port": candidate})
     return choice
+
+
+def choose_page_port(root: Path, host: str, wanted: int | None, avoid: int) -> tuple[int, str]:
+    """The live page's port and what to say about it: ``wanted`` (``--web-port``), else the
+    port this checkout's pages used last, else 6010, so a run's page stays where the last
+    one was; a taken port moves to the next free one, and the note says why. Remembered
+    (untracked, ``.lander/``).
+
+    :param avoid: the dashboard's port (chosen, maybe not serving yet).
+    :raises DashboardError: a port out of range, or it and the next ones all taken.
+    """
+    first = wanted or int(read_local(root, PAGE_REMEMBERED).get("port") or DEFAULT_PAGE_PORT)
+    if not 1 <= first <= 65535 - PORTS_TO_TRY:
+        raise DashboardError(
+            f"--web-port must be between 1 and {65535 - PORTS_TO_TRY}, got {first}"
+        )
+    port = free_port(host, first, avoid)
+    if port is None:
+        raise DashboardError(
+            f"ports {first}-{first + PORTS_TO_TRY - 1} are all taken: choose one with --web-port"
+        )
+    if port != first:
+        taken = "is the dashboard's" if first == avoid else "is taken"
+        note = f"port {first} {taken}"
+    else:
+        note = ""
+    if wanted is not None or port == first:
+        write_local(root, PAGE_REMEMBERED, {"port": first if wanted is None else wanted})
+    return port, note
 
 
 def dashboard_url(host: str, port: int) -> str:

@@ -9,7 +9,14 @@ import time
 from pathlib import Path
 
 from cli.console import console, fail, how
-from cli.dashboard import choose_dashboard, dashboard_url, free_port
+from cli.dashboard import (
+    DEFAULT_TB_HOST,
+    REMEMBERED,
+    choose_dashboard,
+    choose_page_port,
+    dashboard_url,
+    serves_logs_of,
+)
 from cli.git_sync import (
     keep_out_of_git,
     kept_out_names,
@@ -23,15 +30,18 @@ from cli.tmux_sessions import (
     attach,
     create_run_session,
     find_session,
+    live_dashboards,
     remove_ended_sessions,
+    runs_training,
     send_interrupt,
     session_name,
     start_dashboard,
+    stop_dashboards,
     train_output,
     window_alive,
 )
 from cli.trainer_lock import holder
-from cli.web_page import DEFAULT_WEB_PORT
+from training.local_state import read_local
 from training.run_paths import RunPaths, unknown_run
 from training.run_record import RunRecord, load_runs
 
@@ -52,11 +62,13 @@ def start_in_tmux(
     tb_port: int | None,
     command_args: list[str] | None = None,
     live_page: bool = True,
+    web_port: int | None = None,
 ) -> None:
     """Start ``lander train RUN ...`` (or ``lander <command_args>``: a sweep, a
     curriculum) in a detached session, or attach to the live one.
 
     :param live_page: serve the run's live page (its bot flies the lander after the cursor).
+    :param web_port: the live page's port (``--web-port``; default: where the last was).
     """
     session = find_session(root, run)
     if session is not None and window_alive(session, TRAIN_WINDOW):
@@ -74,10 +86,10 @@ def start_in_tmux(
     dashboard = choose_dashboard(root, tb_host, tb_port)
     # One run, one live page: the bot it publishes, flying after the cursor (a sweep or a
     # curriculum trains several runs, a stroke bot flies no lander: no page).
-    page_port = (
-        free_port(dashboard.host, DEFAULT_WEB_PORT, avoid=dashboard.port)
+    page_port, page_note = (
+        choose_page_port(root, dashboard.host, web_port, avoid=dashboard.port)
         if command_args is None and live_page
-        else None
+        else (None, "")
     )
     page_args = (
         ["play", "--web", run, "--host", dashboard.host, "--web-port", str(page_port)]
@@ -95,7 +107,7 @@ def start_in_tmux(
     if page_port is not None:
         console.print(
             f"live page: {dashboard_url(dashboard.host, page_port)}  (the bot follows your cursor; "
-            "the newest published bot flies)"
+            "the newest published bot flies" + (f"; {page_note})" if page_note else ")")
         )
     console.print(
         f"attach: {how(f'attach {run}')}   (detach again with Ctrl-b d)   stop: {how(f'stop {run}')}"
@@ -162,13 +174,36 @@ def stop_run(root: Path, run: str, timeout: float) -> None:
 
 def clean_sessions(root: Path) -> None:
     """``lander clean``: remove this checkout's tmux sessions of runs (and dashboards)
-    that have ended."""
+    that have ended, and offer to stop the dashboard when no run trains any more (it
+    stays by default: curves are read after a run too)."""
     removed = remove_ended_sessions(root)
     console.print(
         f"removed {len(removed)} ended session(s): {', '.join(removed)}"
         if removed
         else "no ended sessions"
     )
+    dashboards = live_dashboards(root)
+    if dashboards and not runs_training(root):
+        console.print(
+            f"the dashboard ({', '.join(dashboards)}) serves no running run; "
+            f"stop it with {how('dashboard --stop')}"
+        )
+
+
+def stop_dashboard(root: Path) -> None:
+    """``lander dashboard --stop``: end this checkout's TensorBoard sessions in tmux."""
+    stopped = stop_dashboards(root)
+    if stopped:
+        console.print(f"stopped the dashboard: {', '.join(stopped)}")
+        return
+    remembered = read_local(root, REMEMBERED)
+    host, port = str(remembered.get("host") or DEFAULT_TB_HOST), remembered.get("port")
+    if isinstance(port, int) and serves_logs_of(root, host, port):
+        fail(
+            f"the dashboard on port {port} was not started by lander start (no tmux session): "
+            "stop it with Ctrl-C where it runs"
+        )
+    fail("no dashboard of this checkout is running")
 
 
 def _let_trial_in(root: Path, run: str, record: RunRecord) -> None:

@@ -18,6 +18,7 @@ from training.eval_records import (
     read_records,
     record_files,
 )
+from training.local_state import local_evaluations_path
 
 
 def committed_records(root: Path) -> list[EvalRecord]:
@@ -27,6 +28,12 @@ def committed_records(root: Path) -> list[EvalRecord]:
     if known is not None:
         files = [path for path in files if str(path.relative_to(root)) in known]
     return read_records(files)
+
+
+def checkout_records(root: Path) -> list[EvalRecord]:
+    """Every record this checkout holds, committed or not: the runs' files and the
+    checkout's own (``.lander/evaluations.jsonl``)."""
+    return read_records([*record_files(root), local_evaluations_path(root)])
 
 
 def committed_champions(

@@ -13,24 +13,28 @@ from rich.table import Table
 
 from cli.git_sync import PushStates
 from cli.publishing import in_git
-from cli.results import committed_champions, committed_records
+from cli.results import checkout_records, committed_champions, committed_records
 from cli.tmux_sessions import TRAIN_WINDOW, find_session, window_alive
 from cli.trainer_lock import holder
-from training.eval_records import EvalRecord, best_by_run
+from training.eval_records import EvalRecord, best_by_run, champions, inside_checkout
+from training.live_progress import LiveProgress, read_live_progress
 from training.local_state import checkout_id
 from training.ratings import LEARNER
 from training.run_paths import RunPaths
 from training.run_record import RunRecord, load_runs, placement_summary, scan_runs
 
 
-def _state(root: Path, record: RunRecord, training_here: str | None) -> str:
+def _state(
+    root: Path, record: RunRecord, training_here: str | None, live: LiveProgress | None
+) -> str:
     stage = record.extra.curriculum
     where = f" (stage {stage['stage']}/{stage['of']} of {stage['plan']})" if stage else ""
     resumes = len(record.extra.auto_resumes)
     healed = f" (auto-resumed {resumes}x)" if resumes else ""
     ratings = (record.extra.self_play or {}).get("ratings") or {}
     elo = f" (elo {float(ratings[LEARNER]):.0f})" if LEARNER in ratings else ""
-    return _bare_state(root, record, training_here) + where + healed + elo
+    pace = f" {live.percent:.0f}%, ETA {live.eta_text()}" if live is not None else ""
+    return _bare_state(root, record, training_here) + pace + where + healed + elo
 
 
 HEALTH_LABELS = {
@@ -59,13 +63,21 @@ def _health(record: RunRecord) -> str:
     return f"[yellow]{', '.join(kinds)}[/]" if kinds else "ok"
 
 
-def _bare_state(root: Path, record: RunRecord, training_here: str | None) -> str:
+def _trains_here(root: Path, record: RunRecord, training_here: str | None) -> bool:
+    """True when the run trains in this checkout now (it holds the trainer lock, or its
+    tmux session's trainer window is alive)."""
     if training_here == record.run:
+        return True
+    if record.status != "running":
+        return False
+    session = find_session(root, record.run)
+    return session is not None and window_alive(session, TRAIN_WINDOW)
+
+
+def _bare_state(root: Path, record: RunRecord, training_here: str | None) -> str:
+    if _trains_here(root, record, training_here):
         return "[green]running[/]"
     if record.status == "running":
-        session = find_session(root, record.run)
-        if session is not None and window_alive(session, TRAIN_WINDOW):
-            return "[green]running[/]"
         last = record.sessions[-1] if record.sessions else {}
         here = (
             last["checkout"] == checkout_id(root)
@@ -89,12 +101,15 @@ def status_table(
     evaluations: list[EvalRecord] | None = None,
     scanned: tuple[list[RunRecord], dict[str, str]] | None = None,
     limit: int | None = SHOWN_RUNS,
+    local: bool = True,
 ) -> Table:
     """The table of the runs in this checkout, newest first: the newest ``limit`` of them
     (every one for None), and every run whose record is damaged.
 
     :param evaluations: the committed evaluation records, when the caller has read them.
     :param scanned: :func:`scan_runs` of the checkout, when the caller has read it.
+    :param local: show this checkout's own evaluations beside the committed ones (False:
+        only what every clone shows alike).
     """
     table = Table(title=f"lander runs in {root}")
     columns = [
@@ -120,10 +135,11 @@ def status_table(
         table.caption = f"and {hidden} older run(s): lander status --all"
     training_here = holder(root)
     best = best_by_run(committed_records(root) if evaluations is None else evaluations)
+    local_best = best_by_run(checkout_records(root)) if local else {}
     push_state = PushStates(root)
     for record in records:  # newest first
         try:
-            table.add_row(*_row(root, record, training_here, best, push_state))
+            table.add_row(*_row(root, record, training_here, best, local_best, push_state))
         except (TypeError, ValueError, KeyError, AttributeError) as exc:
             damaged[record.run] = f"a field of run.json has the wrong kind of value ({exc})"
     for run, reason in sorted(damaged.items()):
@@ -137,23 +153,42 @@ def _row(
     record: RunRecord,
     training_here: str | None,
     best: dict[str, float],
+    local_best: dict[str, float],
     push_state: PushStates,
 ) -> list[str]:
     """The status row of one run; a field of the wrong kind raises (TypeError, ValueError,
-    KeyError, AttributeError) and the run is shown as damaged instead."""
+    KeyError, AttributeError) and the run is shown as damaged instead.
+
+    :param best: each run's best committed mean reward.
+    :param local_best: each run's best mean reward among this checkout's records (shown,
+        marked local, when no committed one is as good: a ``--no-git`` run's score).
+    """
     extra = record.extra
     evaluation = best.get(record.run)
     if evaluation is None and extra.best_evaluation:
         evaluation = float(extra.best_evaluation["mean_reward"])
+    here = local_best.get(record.run)
+    shown = "-" if evaluation is None else f"{evaluation:.1f}"
+    if here is not None and (evaluation is None or here > evaluation):
+        shown = f"{here:.1f} (local)" if evaluation is None else f"{shown}, {here:.1f} (local)"
+    live = (
+        read_live_progress(root, record.run) if _trains_here(root, record, training_here) else None
+    )
+    if live is not None and live.steps < record.total_timesteps:
+        live = None  # from before the checkpoint this session resumed
+    steps, fps = record.total_timesteps, extra.last_fps
+    reward, success = extra.last_reward, extra.last_success
+    if live is not None:
+        steps, fps, reward, success = live.steps, live.fps, live.reward, live.success
     return [
         record.run,
-        _state(root, record, training_here),
-        f"{record.total_timesteps:,}",
-        f"{extra.last_fps:,.0f}",
-        "-" if extra.last_reward is None else f"{extra.last_reward:.1f}",
-        "-" if extra.last_success is None else f"{extra.last_success:.2f}",
+        _state(root, record, training_here, live),
+        f"{steps:,}",
+        f"{fps:,.0f}",
+        "-" if reward is None else f"{reward:.1f}",
+        "-" if success is None else f"{success:.2f}",
         record.last_checkpoint or "-",
-        "-" if evaluation is None else f"{evaluation:.1f}",
+        shown,
         str(extra.restarts),
         _health(record),
         push_state(record.run, in_git(RunPaths(root, record.run), record, push_state.kept_out)),
@@ -161,13 +196,35 @@ def _row(
     ]
 
 
-def champion_lines(root: Path, evaluations: list[EvalRecord] | None = None) -> list[str]:
-    """One line per game: its champion among committed evaluations and bots."""
-    return [
-        f"champion on {game}: {record.run} ({record.bot}), mean reward {record.mean_reward:.1f}"
+def _described(record: EvalRecord) -> str:
+    """``run01 (bots/run01.json), mean reward 251.3, normalized score 1.020 at 600,000 steps``."""
+    score = record.results.get("normalized_score")
+    return (
+        f"{record.run} ({record.bot}), mean reward {record.mean_reward:.1f}"
+        + (f", normalized score {float(score):.3f}" if isinstance(score, int | float) else "")
         + (f" at {record.timesteps:,} steps" if record.timesteps else "")
-        for game, record in sorted(committed_champions(root, evaluations).items())
-    ]
+    )
+
+
+def champion_lines(
+    root: Path, evaluations: list[EvalRecord] | None = None, local: bool = True
+) -> list[str]:
+    """One line per game: its champion among committed evaluations and bots, and, where
+    this checkout holds a better bot that git does not carry (a ``--no-git`` run, an
+    evaluation kept here), that one too, marked local (unless ``local`` is False)."""
+    committed = committed_champions(root, evaluations)
+    best_here = champions(
+        checkout_records(root) if local else [],
+        lambda bot: inside_checkout(root, bot) and (root / bot).is_file(),
+    )
+    lines = []
+    for game in sorted({*committed, *best_here}):
+        champion, here = committed.get(game), best_here.get(game)
+        if champion is not None:
+            lines.append(f"champion on {game}: {_described(champion)}")
+        if here is not None and (champion is None or here.mean_reward > champion.mean_reward):
+            lines.append(f"best here on {game} (local, not in git): {_described(here)}")
+    return lines
 
 
 def health_lines(root: Path, records: list[RunRecord] | None = None) -> list[str]:

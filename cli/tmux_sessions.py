@@ -12,6 +12,7 @@ runs that have ended. Set ``LANDER_TMUX_SOCKET`` to use a private tmux server (t
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import shlex
@@ -159,27 +160,61 @@ def start_dashboard(port: int, root: Path, command: list[str], environment: dict
         raise TmuxError(f"tmux could not start the dashboard: {exc}") from None
 
 
+def _own_sessions(root: Path) -> tuple[list[libtmux.Session], list[libtmux.Session]]:
+    """This checkout's run sessions and dashboard sessions (a dashboard is this
+    checkout's when it was started in its folder); another clone's are its own."""
+    try:
+        sessions = list(server().sessions)
+    except LibTmuxException:
+        return [], []
+    runs_prefix = f"{SESSION_PREFIX}{checkout_tag(root)}-"
+    runs, dashboards = [], []
+    for session in sessions:
+        name = session.session_name or ""
+        if name.startswith(DASHBOARD_PREFIX):
+            if Path(session.session_path or "/").resolve() == root.resolve():
+                dashboards.append(session)
+        elif name.startswith(runs_prefix):
+            runs.append(session)
+    return runs, dashboards
+
+
+def live_dashboards(root: Path) -> list[str]:
+    """The names of this checkout's dashboard sessions whose TensorBoard still runs."""
+    return [
+        session.session_name or ""
+        for session in _own_sessions(root)[1]
+        if window_alive(session, DASHBOARD_WINDOW)
+    ]
+
+
+def runs_training(root: Path) -> int:
+    """How many of this checkout's run sessions have a live trainer window."""
+    return sum(window_alive(session, TRAIN_WINDOW) for session in _own_sessions(root)[0])
+
+
+def stop_dashboards(root: Path) -> list[str]:
+    """Kill this checkout's dashboard sessions (TensorBoard ends with its window); return
+    their names."""
+    stopped = []
+    for session in _own_sessions(root)[1]:
+        with contextlib.suppress(LibTmuxException):
+            session.kill()
+            stopped.append(session.session_name or "")
+    return stopped
+
+
 def remove_ended_sessions(root: Path) -> list[str]:
     """Kill this checkout's sessions whose program has ended (runs that finished, failed
     or were stopped; a dashboard of its own that exited); return their names. Another
     clone's sessions on this machine are its own to tidy."""
-    try:
-        sessions = list(server().sessions)
-    except LibTmuxException:
-        return []
+    runs, dashboards = _own_sessions(root)
     removed = []
-    runs_prefix = f"{SESSION_PREFIX}{checkout_tag(root)}-"
-    for session in sessions:
-        name = session.session_name or ""
-        if name.startswith(DASHBOARD_PREFIX):
-            if Path(session.session_path or "/").resolve() != root.resolve():
-                continue
-        elif not name.startswith(runs_prefix):
-            continue
-        window = DASHBOARD_WINDOW if name.startswith(DASHBOARD_PREFIX) else TRAIN_WINDOW
-        if not window_alive(session, window):
-            session.kill()
-            removed.append(name)
+    for sessions, window in ((runs, TRAIN_WINDOW), (dashboards, DASHBOARD_WINDOW)):
+        for session in sessions:
+            if not window_alive(session, window):
+                session.kill()
+                removed.append(session.session_name or "")
     return removed
 
 

@@ -43,7 +43,9 @@ def _shown_default(item: Field[Any]) -> str:
     if isinstance(value, bool):
         return "on" if value else "off"
     if isinstance(value, int):
-        return f"{value:,}" if value >= 10_000 else str(value)
+        # Counts read better grouped (20,000,000 steps); a port is a name, not a count.
+        counted = value >= 10_000 and not item.name.endswith("port")
+        return f"{value:,}" if counted else str(value)
     if isinstance(value, float):
         return f"{value:g}"
     return str(value)

@@ -20,7 +20,6 @@ from games.spec import GameEntry
 from training.local_state import live_bot_path
 from training.run_paths import RunPaths
 
-DEFAULT_WEB_PORT = 6010
 _KINDS = {
     ".html": "text/html; charset=utf-8",
     ".js": "text/javascript; charset=utf-8",

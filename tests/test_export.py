@@ -243,6 +243,8 @@ def test_train_flow_exports_evaluates_and_play_records_headless(
     line = evaluated.stdout.strip().splitlines()[0]
     assert line.startswith("mean_reward=") and "std_reward=" in line and "success_rate=" in line
     assert "normalized_score=" in line
+    by_name = lander(tmp_path, "play", "flow", "--seconds", "25")  # a run: its exported bot
+    assert by_name.returncode == 0 and "episode(s): mean_reward=" in by_name.stdout, by_name
     for picture in ("flight.png", "flight.gif"):
         played = lander(
             tmp_path,

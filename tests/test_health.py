@@ -20,22 +20,27 @@ from training.health import HealthMonitor, RolloutStats
 
 
 def feed(monitor: HealthMonitor, rollouts: list[RolloutStats]) -> list[list[str]]:
-    return [[finding.kind for finding in monitor.observe(stats)] for stats in rollouts]
+    found = [monitor.observe(stats) for stats in rollouts]
+    for finding in (finding for findings in found for finding in findings):
+        assert "RUN" not in finding.message, "advice names the run, not a placeholder"
+        if finding.kind in ("slow", "restart_storm"):
+            assert f"logs/{monitor.run}/games/" in finding.message
+    return [[finding.kind for finding in findings] for findings in found]
 
 
 def test_a_band_is_reported_after_its_rollouts_in_a_row_once_until_it_clears() -> None:
-    monitor = HealthMonitor(TrainConfig(health_rollouts=3, ent_coef=0.0001))
+    monitor = HealthMonitor(TrainConfig(health_rollouts=3, ent_coef=0.0001), "h1")
     stds = [0.5, 0.05, 0.05, 0.05, 0.05, 0.5, 0.05, 0.05, 0.05]
     kinds = feed(monitor, [RolloutStats(1000 * i, std=s) for i, s in enumerate(stds, 1)])
     assert kinds == [[], [], [], ["std_collapsed"], [], [], [], [], ["std_collapsed"]]
-    finding = HealthMonitor(TrainConfig(health_rollouts=1, ent_coef=0.0001)).observe(
+    finding = HealthMonitor(TrainConfig(health_rollouts=1, ent_coef=0.0001), "h1").observe(
         RolloutStats(18_200_000, std=0.075)
     )[0]
     assert finding.message == (
         "std 0.075 at 18.2M steps: collapsed (healthy 0.1-2), no exploration left: "
         "resume with --reset-std 0.3 --ent-coef 0.001"
     )
-    exploded = HealthMonitor(TrainConfig(health_rollouts=1, ent_coef=0.005)).observe(
+    exploded = HealthMonitor(TrainConfig(health_rollouts=1, ent_coef=0.005), "h1").observe(
         RolloutStats(5_000_000, std=3.0)
     )[0]
     assert (
@@ -45,7 +50,7 @@ def test_a_band_is_reported_after_its_rollouts_in_a_row_once_until_it_clears() -
 
 def test_entropy_updates_speed_flat_reward_and_restart_storms() -> None:
     config = TrainConfig(health_rollouts=2, health_flat_steps=10_000, health_restarts=3)
-    monitor = HealthMonitor(config)
+    monitor = HealthMonitor(config, "h1")
     rollouts = [
         RolloutStats(1000, entropy=0.5, reward=1.0, approx_kl=0.01, fps=5000),
         RolloutStats(2000, entropy=0.01, reward=5.0, approx_kl=0.3, fps=5000),

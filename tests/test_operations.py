@@ -44,14 +44,16 @@ def test_start_stop_push_and_a_second_clone_gets_every_result(
     work, remote = checkout
     tb_port = find_free_port_block(1)
     game_port = str(find_free_port_block(2))
+    web_port = find_free_port_block(1)
     started = lander(
         work, "start", "r1", "--timesteps", "10000000", "--port", game_port, *SMALL,
-        "--publish-every", "1024", "--tb-host", "127.0.0.1", "--tb-port", str(tb_port),
-        socket=tmux_socket,
+        "--checkpoint-every", "5000000", "--publish-every", "1024", "--tb-host", "127.0.0.1",
+        "--tb-port", str(tb_port), "--web-port", str(web_port), socket=tmux_socket,
     )  # fmt: skip
     assert started.returncode == 0, started.stdout + started.stderr
     assert f"http://127.0.0.1:{tb_port}/" in started.stdout and "lander attach r1" in started.stdout
     page = started.stdout.split("live page: ")[1].split()[0]
+    assert page == f"http://127.0.0.1:{web_port}/", started.stdout
     tmux = libtmux.Server(socket_name=tmux_socket)
     session = tmux.sessions.get(session_name=session_name(work, "r1"))
     assert [w.window_name for w in session.windows] == ["train", "page"]
@@ -61,6 +63,18 @@ def test_start_stop_push_and_a_second_clone_gets_every_result(
     wait_until(lambda: http_ok(f"http://127.0.0.1:{tb_port}/"), 90, "TensorBoard to answer")
     log = work / "logs" / "r1" / "train.log"
     wait_until(lambda: log.exists() and "steps=" in log.read_text(), 90, "the first rollout")
+    # Long before its first checkpoint, status shows the steps the run trained so far.
+    live_rows: list[list[str]] = []
+
+    def live_steps_shown() -> bool:
+        status = lander(work, "status", socket=tmux_socket)
+        row = next(line for line in status.stdout.splitlines() if " r1 " in line)
+        cells = [cell.strip() for cell in row.split("│")]
+        live_rows.append(cells)
+        return "running" in cells[2] and "ETA" in cells[2] and int(cells[3].replace(",", "")) > 0
+
+    wait_until(live_steps_shown, 60, "status to show r1's live steps")
+    assert not list((work / "checkpoints" / "r1").glob("ckpt_*.zip")), live_rows[-1]
     # The live page serves the bot the run publishes as it trains, and the next one.
     assert http_ok(page) and http_ok(page + "page.js")
     published: list[int] = []
@@ -93,6 +107,13 @@ def test_start_stop_push_and_a_second_clone_gets_every_result(
     )
     wait_until(lambda: not http_ok(page), 10, "the live page to end with the run's session")
     assert http_ok(f"http://127.0.0.1:{tb_port}/"), "the dashboard outlives the run's session"
+    cleaned = lander(work, "clean", socket=tmux_socket)
+    assert "serves no running run" in cleaned.stdout and "dashboard --stop" in cleaned.stdout
+    dashboard_stopped = lander(work, "dashboard", "--stop", socket=tmux_socket)
+    assert dashboard_stopped.returncode == 0, dashboard_stopped.stdout + dashboard_stopped.stderr
+    wait_until(lambda: not http_ok(f"http://127.0.0.1:{tb_port}/"), 20, "TensorBoard to stop")
+    none_left = lander(work, "dashboard", "--stop", socket=tmux_socket)
+    assert none_left.returncode == 1 and "no dashboard" in none_left.stderr
     again_stopped = lander(work, "stop", "r1", socket=tmux_socket)
     assert (
         again_stopped.returncode == 1 and "is not running: it interrupted" in again_stopped.stderr

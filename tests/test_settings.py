@@ -47,6 +47,18 @@ def test_train_options_are_the_declared_settings_and_the_session_options() -> No
     assert _options("train") - session == DECLARED
 
 
+def test_a_mistyped_option_is_never_offered_a_hidden_one() -> None:
+    result = CliRunner().invoke(app, ["train", "x", "--steps", "5"])
+    assert result.exit_code == 2 and "--timesteps" in result.output, result.output
+    assert "--until-steps" not in result.output, "an internal option is no suggestion"
+
+
+def test_help_shows_a_port_as_a_port_and_a_count_grouped() -> None:
+    shown = CliRunner().invoke(app, ["train", "--help"], terminal_width=200).output
+    assert "[default: 11008]" in shown and "11,008" not in shown
+    assert "[default: 600,000]" in shown, "step counts read grouped"
+
+
 NEEDS: dict[str, dict[str, str | None]] = {
     "instances_per_node": {"cluster": "10.0.0.5:6379"},
     "opponent": {"self_play": None},  # None: a flag without a value

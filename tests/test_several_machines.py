@@ -79,10 +79,11 @@ class Clone:
 
 
 def _table(root: Path) -> str:
-    """``lander status`` as text, without its title (which names the folder)."""
+    """``lander status`` as text, without its title (which names the folder) and without
+    what only this clone holds (its own evaluations of the other's runs, marked local)."""
     console = Console(record=True, width=300, file=open(os.devnull, "w"))  # noqa: SIM115
-    console.print(status_table(root))
-    for line in champion_lines(root):
+    console.print(status_table(root, local=False))
+    for line in champion_lines(root, local=False):
         console.print(line)
     lines = console.export_text().splitlines()
     return "\n".join(lines[1:])
@@ -202,6 +203,10 @@ def test_a_no_git_run_stays_out_until_pushed_by_name(
     cfg = str(box.root / "tiny.toml")
     box.lander("train", "quiet", "--config", cfg, "--no-git")
     assert box.clean() == "", "a --no-git run shows nowhere in git"
+    status = box.lander("status")  # its evaluation shows, marked as this checkout's own
+    row = next(line for line in status.splitlines() if " quiet " in line)
+    assert "(local)" in row, status
+    assert "best here on lander (local, not in git): quiet (bots/quiet.json)" in status, status
     head = git(box.root, "rev-parse", "HEAD")
     box.lander("train", "quiet", "--resume", "quiet", "--config", cfg)  # no flag: stays out
     assert box.clean() == "" and git(box.root, "rev-parse", "HEAD") == head

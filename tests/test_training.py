@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import signal
@@ -28,6 +29,7 @@ from training.callbacks import ProgressReport
 from training.checkpoints import CheckpointError, rotating_checkpoints
 from training.config import ConfigError
 from training.evaluation import evaluate_in_process, model_policy
+from training.live_progress import read_live_progress
 from training.policy_tweaks import PolicyTweakError, reset_action_std
 from training.run_record import RunRecord
 from training.trainer import RunExists, TrainRequest, load_for_inference, train
@@ -446,11 +448,27 @@ def test_defaults_learn_the_bundled_game_to_a_good_bot(
 def test_progress_lines_are_throttled_but_the_last_rollout_is_always_logged(
     tmp_path: Path, port_block: Callable[[int], int], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(ProgressReport, "LINE_EVERY_S", 3600.0)
+    """Without a terminal (a log file, CI) a line comes every PLAIN_LINE_EVERY_S seconds
+    (patched to an hour here) with the percent done and the time left; the run's live
+    file holds the last numbers for ``lander status``."""
+    assert QUIET.is_terminal is False
+    monkeypatch.setattr(ProgressReport, "PLAIN_LINE_EVERY_S", 3600.0)
     outcome = train(
         TrainRequest(tmp_path, "quiet", small_run(port_block(2), timesteps=16384)), QUIET
     )
     assert outcome.status == "finished"
     log = (tmp_path / "logs" / "quiet" / "train.log").read_text()
-    lines = [line.split()[2] for line in log.splitlines() if " steps=" in line]
-    assert lines == ["steps=4096", "steps=16384"], "the first rollout, then only the last"
+    lines = [line for line in log.splitlines() if " steps=" in line]
+    assert [line.split()[2] for line in lines] == ["steps=4096", "steps=16384"], (
+        "the first rollout, then only the last"
+    )
+    assert " done=25.0% eta=" in lines[0] and " done=100.0% eta=0s" in lines[1], lines
+    live = read_live_progress(tmp_path, "quiet")
+    assert live is not None and (live.steps, live.target, live.percent) == (16384, 16384, 100.0)
+
+
+def test_a_terminal_gets_progress_lines_more_often_than_a_log_file() -> None:
+    plain = ProgressReport(Console(file=io.StringIO()), print, 1000)
+    terminal = ProgressReport(Console(file=io.StringIO(), force_terminal=True), print, 1000)
+    assert plain.line_every_s == ProgressReport.PLAIN_LINE_EVERY_S
+    assert terminal.line_every_s == ProgressReport.LINE_EVERY_S < plain.line_every_s

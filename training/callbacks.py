@@ -27,6 +27,7 @@ from stable_baselines3.common.vec_env import VecNormalize
 from game_bridge.vec_env import GameVecEnv
 from training.checkpoints import checkpoint_name, rotate_checkpoints, save_checkpoint
 from training.errors import ExportError
+from training.live_progress import LiveProgress
 from training.policy_tweaks import action_std
 from training.run_record import write_json_atomic
 from training.session_start import StartupClock
@@ -113,23 +114,36 @@ class StopFlag(BaseCallback):
 
 
 class ProgressReport(BaseCallback):
-    """A rich progress bar (steps, fps, ETA) and a line with the mean reward and success
-    rate, echoed to ``train.log``: after a rollout, at most one every
-    :attr:`LINE_EVERY_S` seconds (short rollouts would flood a long run's log), and
-    always after the last.
+    """A rich progress bar (steps, fps, ETA) and a line with the steps, mean reward,
+    success rate, percent done and ETA, echoed to ``train.log``: after a rollout, at most
+    one every :attr:`LINE_EVERY_S` seconds in a terminal and every
+    :attr:`PLAIN_LINE_EVERY_S` without one (a log file or CI, where the line is all there
+    is and short rollouts would flood a long run's log), and always after the last. The
+    same numbers go to the run's live file every :attr:`LIVE_EVERY_S` seconds, for
+    ``lander status``.
 
     :param console: where the live display goes.
     :param log: writes a plain line to the run's log file.
     :param session_steps: steps this session will train.
+    :param live: writes the live progress (None: nothing written).
     """
 
     LINE_EVERY_S = 2.0
+    PLAIN_LINE_EVERY_S = 10.0
+    LIVE_EVERY_S = 2.0
 
-    def __init__(self, console: Console, log: Callable[[str], None], session_steps: int) -> None:
+    def __init__(
+        self,
+        console: Console,
+        log: Callable[[str], None],
+        session_steps: int,
+        live: Callable[[LiveProgress], None] | None = None,
+    ) -> None:
         super().__init__()
         self.console = console
         self.log = log
         self.session_steps = session_steps
+        self.live = live
         self._progress: Progress | None = None
         self._task = TaskID(0)
         self._start_steps = 0
@@ -139,6 +153,12 @@ class ProgressReport(BaseCallback):
         self.last_success: float | None = None
         self._pending: str | None = None
         self._last_line_at = -float("inf")
+        self._last_live_at = -float("inf")
+
+    @property
+    def line_every_s(self) -> float:
+        """Seconds between progress lines on this console."""
+        return self.LINE_EVERY_S if self.console.is_terminal else self.PLAIN_LINE_EVERY_S
 
     def _on_training_start(self) -> None:
         self._start_steps = self.num_timesteps
@@ -171,17 +191,39 @@ class ProgressReport(BaseCallback):
             self.last_success = float(np.mean(successes))
         done = self.num_timesteps - self._start_steps
         self.last_fps = done / max(time.monotonic() - self._started, 1e-9)
+        snapshot = self.snapshot()
         reward = "-" if self.last_reward is None else f"{self.last_reward:.1f}"
         success = "-" if self.last_success is None else f"{self.last_success:.2f}"
         std = action_std(self.model)
         std_text = "" if std is None else f" std={np.mean(std):.3f}"
-        line = f"steps={self.num_timesteps} fps={self.last_fps:.0f} ep_rew_mean={reward} success_rate={success}{std_text}"
+        line = (
+            f"steps={self.num_timesteps} fps={self.last_fps:.0f} ep_rew_mean={reward} "
+            f"success_rate={success}{std_text} done={snapshot.percent:.1f}% "
+            f"eta={snapshot.eta_text()}"
+        )
         if self._progress is not None:
             self._progress.update(self._task, completed=done, fps=self.last_fps, reward=reward)
         self._pending = line
         now = time.monotonic()
-        if now - self._last_line_at >= self.LINE_EVERY_S:
+        if now - self._last_line_at >= self.line_every_s:
             self._emit(now)
+        if self.live is not None and now - self._last_live_at >= self.LIVE_EVERY_S:
+            self._last_live_at = now
+            self.live(snapshot)
+
+    def snapshot(self) -> LiveProgress:
+        """Where the session stands now."""
+        done = self.num_timesteps - self._start_steps
+        return LiveProgress(
+            steps=self.num_timesteps,
+            target=self._start_steps + self.session_steps,
+            session_steps=done,
+            session_target=self.session_steps,
+            fps=self.last_fps,
+            reward=self.last_reward,
+            success=self.last_success,
+            updated_at=time.time(),
+        )
 
     def _emit(self, now: float) -> None:
         """Write the newest rollout's line to the log and the console."""
@@ -195,6 +237,8 @@ class ProgressReport(BaseCallback):
 
     def _on_training_end(self) -> None:
         self._emit(time.monotonic())  # the last rollout's line, whenever the one before was
+        if self.live is not None:
+            self.live(self.snapshot())
         # SB3 dumps the log before each update, so the last update's train/*
         # values would never reach TensorBoard without this flush.
         self.model.logger.dump(step=self.num_timesteps)

@@ -89,11 +89,15 @@ class HealthMonitor:
 
     A band check (std, entropy, update size, fps) reports once its condition held for
     ``config.health_rollouts`` rollouts in a row; a finding is reported again only after
-    its condition cleared. The advice names the run's own settings.
+    its condition cleared. The advice names the run's own settings and files.
+
+    :param config: the run's settings (the bands, and the values advice starts from).
+    :param run: the run's name, for the folders the advice points at.
     """
 
-    def __init__(self, config: TrainConfig) -> None:
+    def __init__(self, config: TrainConfig, run: str) -> None:
         self.config = config
+        self.run = run
         self._streaks: dict[str, int] = {}
         self._active: set[str] = set()
         self._fps: list[float] = []
@@ -197,7 +201,7 @@ class HealthMonitor:
         text = (
             f"fps {stats.fps:,.0f} at {steps_text(stats.timesteps)} steps, under "
             f"{self.config.health_fps_drop:g} of this run's median {median:,.0f}: the machine "
-            "is busy or a game slowed down (see lander status and logs/RUN/games/)"
+            f"is busy or a game slowed down (see lander status and logs/{self.run}/games/)"
         )
         return "fps", Finding("slow", stats.timesteps, stats.fps, text)
 
@@ -225,7 +229,7 @@ class HealthMonitor:
         text = (
             f"{stats.recent_restarts} game restarts in the last {STORM_WINDOW_S / 60:.0f} minutes "
             f"at {steps_text(stats.timesteps)} steps: a game keeps failing; see "
-            "logs/RUN/games/ and train.log"
+            f"logs/{self.run}/games/ and logs/{self.run}/train.log"
         )
         return Finding("restart_storm", stats.timesteps, stats.recent_restarts, text)
 
@@ -243,6 +247,7 @@ class HealthWatch(BaseCallback):
     The update's ``train/*`` values are read at the next rollout's start, when SB3 has
     recorded them and not yet dumped them.
 
+    :param run: the run's name (its advice names the run's folders).
     :param report: receives each new finding (console, ``train.log``, ``run.json``).
     :param game_env: the games, for restart storms (None in-process).
     """
@@ -250,11 +255,12 @@ class HealthWatch(BaseCallback):
     def __init__(
         self,
         config: TrainConfig,
+        run: str,
         report: Callable[[Finding], None],
         game_env: GameVecEnv | None = None,
     ) -> None:
         super().__init__()
-        self.monitor = HealthMonitor(config)
+        self.monitor = HealthMonitor(config, run)
         self.report = report
         self.game_env = game_env
         self._last: tuple[float, int] | None = None  # (time, steps) at the last rollout's start

@@ -18,7 +18,7 @@ import signal
 import socket
 import traceback
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -64,6 +64,7 @@ from training.eval_callback import PeriodicEvaluation
 from training.evaluation import EvalResult, Policy, evaluate_through_bridge, game_settings
 from training.health import KEPT_FINDINGS, Finding, HealthWatch
 from training.lean_ppo import LeanPPO
+from training.live_progress import LiveProgress, forget_live_progress
 from training.local_state import checkout_id, live_bot_path
 from training.planning import (
     RunExists,
@@ -235,6 +236,7 @@ class TrainingSession:
     def start_record(self, leftovers: list[Path]) -> None:
         """Open train.log and TensorBoard, write run.json for this session, say what runs."""
         self.log = _LogFile(self.paths.train_log)
+        forget_live_progress(self.paths.root, self.paths.run)  # the last session's numbers
         for leftover in leftovers:
             self.log(f"removed a crash leftover: {leftover.name}")
         self.model.set_logger(resilient_logger(self.paths.logs, self.warn))
@@ -269,7 +271,7 @@ class TrainingSession:
     def create_callbacks(self) -> list[BaseCallback]:
         """The SB3 callbacks of the session, in the order they run each step."""
         config = self.config
-        self.progress = ProgressReport(self.console, self.log, config.timesteps)
+        self.progress = ProgressReport(self.console, self.log, config.timesteps, self.write_live)
         self.health = GameHealth(self.game_env, self.log, self.restarted, self.warn)
         checkpoints = RotatingCheckpoints(
             self.paths.checkpoints,
@@ -284,13 +286,19 @@ class TrainingSession:
             self.stop,
             self.progress,
             self.health,
-            HealthWatch(config, self.found, self.game_env),
+            HealthWatch(config, self.paths.run, self.found, self.game_env),
             checkpoints,
             self.live_publisher(),
             *self.self_play_pool(),
             *self.periodic_evaluation(),
             *self.extra_callbacks,
         ]
+
+    def write_live(self, progress: LiveProgress) -> None:
+        """Rewrite the run's live progress for ``lander status``; a full disk costs the
+        live numbers, never the training."""
+        with suppress(OSError):
+            progress.write(self.paths.root, self.paths.run)
 
     def update_threads(self) -> int:
         """Torch threads for the update: ``--update-threads``, else every core, except

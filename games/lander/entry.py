@@ -58,6 +58,8 @@ def _play(bot: BotRunner, options: PlayOptions) -> PlayResult:
             f"{len(trace.returns)} episode(s): mean_reward={mean:.2f} success_rate={rate:.2f}"
         )
         score = f"mean return {mean:.1f}, success {rate:.0%} over {len(trace.returns)} episode(s)"
+    else:
+        lines.append(f"no episode ended in {options.seconds:g} game seconds (longer: --seconds)")
     if options.record is None:
         return PlayResult(lines)
     picture = record_picture(
