@@ -82,12 +82,20 @@ def setup(
             help="Also install Ray, to run games or sweep trials on a cluster (docs/cluster.md).",
         ),
     ] = False,
+    dev: Annotated[
+        bool,
+        typer.Option(
+            "--dev",
+            help="Also install everything the tests need: Ray, Playwright, and (with apt-get, "
+            "as root) Debian's godot3-server and chromium.",
+        ),
+    ] = False,
 ) -> None:
     """Check and fix this machine: Python, venv, torch (CUDA on a GPU), tmux, git, TensorBoard,
     the game binary and a headless smoke test. Safe to re-run."""
     from cli.setup import run_setup
 
-    results = run_setup(project_root(), game_bin, port, cluster)
+    results = run_setup(project_root(), game_bin, port, cluster, dev)
     failed = [result.name for result in results if not result.ok and not result.warning]
     if failed:
         fail(f"setup incomplete: {', '.join(failed)} failed (see above)")

@@ -16,6 +16,7 @@ import subprocess
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -311,12 +312,28 @@ def ray_check() -> CheckResult:
     )
 
 
+TEST_TOOLS = (("godot3-server", "godot3-server"), ("chromium", "chromium"))
+"""What the tests run beside lander's own install (``setup --dev``): Debian's headless
+Godot 3 for the Godot example game, Debian's chromium for the live page's tests."""
+
+
+def playwright_check() -> CheckResult:
+    """Playwright for Python, which drives the system's chromium in the page's tests."""
+    try:
+        return CheckResult("playwright", True, importlib.metadata.version("playwright"))
+    except importlib.metadata.PackageNotFoundError:
+        return CheckResult("playwright", False, "missing: ./lander setup --dev installs it")
+
+
 def run_setup(
-    root: Path, game_bin: Path | None, port: int, cluster: bool = False
+    root: Path, game_bin: Path | None, port: int, cluster: bool = False, dev: bool = False
 ) -> list[CheckResult]:
     """Run every check in order, printing each line as it completes.
 
     :param cluster: check Ray too (the bootstrap script installed it for ``--cluster``).
+    :param dev: check everything the tests need too (Ray, Playwright, and the
+        :data:`TEST_TOOLS`, installed with apt-get as root): the README's test command
+        then skips nothing.
     """
     steps: list[Callable[[], CheckResult]] = [
         python_check,
@@ -326,7 +343,9 @@ def run_setup(
         lambda: tool_check("git", "git"),
         lambda: git_check(root),
         tensorboard_check,
-        *([ray_check] if cluster else []),
+        *([ray_check] if cluster or dev else []),
+        *([playwright_check] if dev else []),
+        *[partial(tool_check, tool, package) for tool, package in (TEST_TOOLS if dev else ())],
         (lambda: remember_game_bin(root, game_bin))
         if game_bin is not None
         else (lambda: write_game_binary(root)),

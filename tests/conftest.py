@@ -241,3 +241,27 @@ def tensorboard_steps(folder: Path, tag: str) -> list[tuple[int, float]]:
         if tag in accumulator.Tags()["scalars"]:
             points.extend((e.step, e.value) for e in accumulator.Scalars(tag))
     return sorted(points)
+
+
+def skips_are_failures() -> bool:
+    """Under CI (``CI=true``) the README's test set-up (``./lander setup --dev``) must
+    give the machine everything the tests need, so a skipped test means it did not."""
+    return os.environ.get("CI") == "true" or os.environ.get("LANDER_NO_SKIPS") == "1"
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """Fail the session for any skip when :func:`skips_are_failures`, naming each one."""
+    if not skips_are_failures():
+        return
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    skipped = reporter.stats.get("skipped", []) if reporter is not None else []
+    if not skipped:
+        return
+    for report in skipped:
+        reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else report.longrepr
+        print(f"\nskipped under CI: {report.nodeid}: {reason}", file=sys.stderr)
+    print(
+        f"{len(skipped)} test(s) skipped: `./lander setup --dev` must install what they need",
+        file=sys.stderr,
+    )
+    session.exitstatus = pytest.ExitCode.TESTS_FAILED

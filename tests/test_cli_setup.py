@@ -6,7 +6,7 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 
-from tests.conftest import game_executable, lander, python_game
+from tests.conftest import REPO_ROOT, game_executable, lander, python_game
 
 
 def test_setup_writes_an_executable_game_binary_and_passes_the_smoke_test(
@@ -79,3 +79,18 @@ def test_setup_checklist_covers_the_machine_and_remembers_a_game(
     )  # fmt: skip
     assert trained.returncode == 0, trained.stdout + trained.stderr
     assert str(game) in (tmp_path / "checkpoints" / "mine" / "run.json").read_text()
+
+
+def test_ci_runs_the_readme_test_command_and_setup_dev_checks_what_the_tests_need(
+    tmp_path: Path, port_block: Callable[[int], int]
+) -> None:
+    readme = (REPO_ROOT / "README.md").read_text()
+    commands = [line.strip() for line in readme.split("## On a fresh machine")[1].split("\n    ")]
+    test_command = next(line.splitlines()[0] for line in commands if "pytest" in line)
+    assert "setup --dev" in test_command
+    ci = (REPO_ROOT / ".ci" / "run").read_text().splitlines()
+    assert test_command in ci, "CI runs the README's test command exactly"
+    result = lander(tmp_path, "setup", "--dev", "--port", str(port_block(1)))
+    assert result.returncode == 0, result.stdout + result.stderr
+    for check in ("ray", "playwright", "godot3-server", "chromium", "smoke test"):
+        assert check in result.stdout, check
