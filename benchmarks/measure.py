@@ -1,10 +1,14 @@
 """What several benchmarks measure the same way: a free block of loopback ports,
-and random-action VecEnv steps per second through the bridge."""
+random-action VecEnv steps per second through the bridge, and commands run in the
+temporary git checkouts they build."""
 
 from __future__ import annotations
 
+import os
 import socket
+import subprocess
 import time
+from pathlib import Path
 
 import numpy as np
 
@@ -12,6 +16,26 @@ from game_bridge.cluster import GameCluster
 from game_bridge.launcher import LaunchConfig
 from game_bridge.vec_env import GameVecEnv
 from games import launch_settings
+
+GIT_IDENTITY = {
+    "GIT_AUTHOR_NAME": "bench",
+    "GIT_AUTHOR_EMAIL": "bench@lander.invalid",
+    "GIT_COMMITTER_NAME": "bench",
+    "GIT_COMMITTER_EMAIL": "bench@lander.invalid",
+}
+"""Who commits in a benchmark's temporary checkouts (the machine may have no identity)."""
+
+
+def run_checked(cwd: Path, *command: str, env: dict[str, str] | None = None) -> str:
+    """Run ``command`` in ``cwd`` with :data:`GIT_IDENTITY`; its output, or the end of the
+    benchmark with what it printed when it fails."""
+    done = subprocess.run(
+        list(command), cwd=cwd, env={**os.environ, **GIT_IDENTITY, **(env or {})},
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    if done.returncode != 0:
+        raise SystemExit(f"{' '.join(command)} failed:\n{done.stdout}{done.stderr}")
+    return done.stdout
 
 
 def free_base_port(count: int, start: int = 31000) -> int:

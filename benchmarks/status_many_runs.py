@@ -20,23 +20,17 @@ import tempfile
 import time
 from pathlib import Path
 
+from measure import GIT_IDENTITY, run_checked
 from rich.console import Console
 from rich.table import Table
 
 ROOT = Path(__file__).resolve().parent.parent
 LANDER = ROOT / ".venv" / "bin" / "lander"
-IDENTITY = {
-    "GIT_AUTHOR_NAME": "bench",
-    "GIT_AUTHOR_EMAIL": "bench@lander.invalid",
-    "GIT_COMMITTER_NAME": "bench",
-    "GIT_COMMITTER_EMAIL": "bench@lander.invalid",
-}
 console = Console()
 
 
 def _git(cwd: Path, *args: str) -> None:
-    subprocess.run(["git", *args], cwd=cwd, env={**os.environ, **IDENTITY}, check=True,
-                   capture_output=True)  # fmt: skip
+    run_checked(cwd, "git", *args)
 
 
 def make_checkout(folder: Path, runs: int) -> Path:
@@ -68,7 +62,7 @@ def make_checkout(folder: Path, runs: int) -> Path:
 def time_status(work: Path, trace: Path) -> tuple[float, int]:
     """Seconds of one ``lander status`` and the git processes it started."""
     trace.unlink(missing_ok=True)
-    env = {**os.environ, **IDENTITY, "LANDER_HOME": str(work), "GIT_TRACE": str(trace)}
+    env = {**os.environ, **GIT_IDENTITY, "LANDER_HOME": str(work), "GIT_TRACE": str(trace)}
     started = time.perf_counter()
     subprocess.run([str(LANDER), "status"], env=env, check=True, capture_output=True,
                    stdin=subprocess.DEVNULL)  # fmt: skip

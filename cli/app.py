@@ -87,7 +87,15 @@ def setup(
         typer.Option(
             "--dev",
             help="Also install everything the tests need: Ray, Playwright, and (with apt-get, "
-            "as root) Debian's godot3-server and chromium.",
+            "as root) Debian's godot3-server, chromium and git-lfs.",
+        ),
+    ] = False,
+    lfs: Annotated[
+        bool,
+        typer.Option(
+            "--lfs",
+            help="Keep checkpoints and bots in Git LFS from now on (.gitattributes, committed "
+            "and pushed): history holds pointers, a clone fetches only the current files.",
         ),
     ] = False,
 ) -> None:
@@ -95,7 +103,7 @@ def setup(
     the game binary and a headless smoke test. Safe to re-run."""
     from cli.setup import run_setup
 
-    results = run_setup(project_root(), game_bin, port, cluster, dev)
+    results = run_setup(project_root(), game_bin, port, cluster, dev, lfs)
     failed = [result.name for result in results if not result.ok and not result.warning]
     if failed:
         fail(f"setup incomplete: {', '.join(failed)} failed (see above)")
@@ -721,6 +729,17 @@ def status(
     lines = [*health_lines(root, records), *cluster_lines(root, records)]
     for line in [*lines, *champion_lines(root, evaluations)]:
         console.print(line)
+
+
+@app.command(cls=PanelledCommand)
+def prune(
+    run: Annotated[str, typer.Argument(metavar="RUN", help="The finished run to prune.")],
+) -> None:
+    """Drop a finished run's intermediate checkpoints (commit and push the removal), keeping
+    final.zip, its bots, records and logs: the repository's next clones stay light."""
+    from cli.operations import prune_run
+
+    prune_run(project_root(), _valid_run(run))
 
 
 @app.command(cls=PanelledCommand)

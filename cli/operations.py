@@ -1,5 +1,6 @@
 """Operations on runs in tmux: start (or attach), resume, stop with a deadline,
-and ``lander push`` for whatever runs left unpushed."""
+``lander push`` for whatever runs left unpushed, and ``lander prune`` of a finished
+run's intermediate checkpoints."""
 
 from __future__ import annotations
 
@@ -41,6 +42,13 @@ from cli.tmux_sessions import (
     window_alive,
 )
 from cli.trainer_lock import holder
+from training.checkpoints import (
+    is_valid_checkpoint,
+    normalization_path,
+    policy_loads,
+    rotating_checkpoints,
+)
+from training.eval_records import owns_run
 from training.local_state import read_local
 from training.run_paths import RunPaths, unknown_run
 from training.run_record import RunRecord, load_runs
@@ -248,3 +256,41 @@ def push_runs(root: Path, run: str | None = None) -> None:
     result = publish_files(root, stage, message, warn_on_failure=False)
     if not result.pushed:
         fail(result.message)
+
+
+def prune_run(root: Path, run: str) -> None:
+    """``lander prune RUN``: drop a finished run's rotating checkpoints from its files and
+    its next commit, keeping ``final.zip`` (what a resume and an export start from), its
+    bots, records, snapshots and logs. Only the checkout that trained the run prunes it
+    (every run's files have one writer)."""
+    paths = RunPaths(root, run)
+    if not paths.exists():
+        fail(unknown_run(root, run))
+    if not owns_run(paths):
+        fail(f"run {run} was trained in another checkout: prune it there")
+    session = find_session(root, run)
+    if holder(root) == run or (session is not None and window_alive(session, TRAIN_WINDOW)):
+        fail(f"run {run} is training: stop it first ({how(f'stop {run}')})")
+    if not (is_valid_checkpoint(paths.final) and policy_loads(paths.final)):
+        fail(f"run {run} has no valid final.zip: pruning would leave nothing to resume from")
+    dropped = rotating_checkpoints(paths.checkpoints)
+    if not dropped:
+        console.print(f"run {run} has no intermediate checkpoints: nothing to prune")
+        return
+    size = sum(path.stat().st_size for path in dropped)
+    for path in dropped:
+        path.unlink()
+        normalization_path(path).unlink(missing_ok=True)
+    console.print(
+        f"pruned {len(dropped)} intermediate checkpoint(s) of {run} ({size / 2**20:.1f} MB); "
+        "kept final.zip, the bots, the records and the logs"
+    )
+    if not in_git(paths):
+        return
+    record = RunRecord.load(paths.run_json)
+    publish_files(
+        root,
+        run_paths_to_stage(paths),
+        f"{run}: pruned {len(dropped)} intermediate checkpoint(s) at {record.total_timesteps:,} "
+        "steps (final.zip, bots and records kept)",
+    )

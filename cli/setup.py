@@ -24,7 +24,9 @@ from rich.table import Table
 
 from cli.console import console
 from cli.git_sync import open_repo
+from cli.lfs import ATTRIBUTES, LfsError, enable_lfs, uses_lfs, write_attributes
 from cli.paths import GAME_SETTINGS_NAME, build_dir, game_binary_path, remembered_game_bin
+from cli.publishing import publish_files
 from game_bridge.errors import BridgeError
 from game_bridge.launcher import game_command
 from game_bridge.smoke import run_smoke_test
@@ -312,9 +314,37 @@ def ray_check() -> CheckResult:
     )
 
 
-TEST_TOOLS = (("godot3-server", "godot3-server"), ("chromium", "chromium"))
+TEST_TOOLS = (
+    ("godot3-server", "godot3-server"),
+    ("chromium", "chromium"),
+    ("git-lfs", "git-lfs"),
+)
 """What the tests run beside lander's own install (``setup --dev``): Debian's headless
-Godot 3 for the Godot example game, Debian's chromium for the live page's tests."""
+Godot 3 for the Godot example game, Debian's chromium for the live page's tests, git-lfs
+for a repository that keeps checkpoints in LFS."""
+
+
+def lfs_check(root: Path, commit: bool) -> CheckResult:
+    """Git LFS for checkpoints and bots in this clone (git-lfs installed with apt-get as
+    root when missing); with ``commit``, the repository's ``.gitattributes`` says so
+    too, committed and pushed like a run's files (``setup --lfs``)."""
+    tool = tool_check("git-lfs", "git-lfs")
+    if not tool.ok:
+        return CheckResult("git lfs", False, tool.detail)
+    try:
+        done = enable_lfs(root)
+    except LfsError as exc:
+        return CheckResult("git lfs", False, str(exc))
+    if commit and write_attributes(root):
+        pushed = publish_files(
+            root, [ATTRIBUTES], "lander setup --lfs: checkpoints and bots in Git LFS"
+        )
+        if not pushed.pushed:
+            return CheckResult(
+                "git lfs", False, f"{ATTRIBUTES} committed, not pushed: {pushed.message}", True
+            )
+        done += f"; {ATTRIBUTES} committed and pushed"
+    return CheckResult("git lfs", True, done)
 
 
 def playwright_check() -> CheckResult:
@@ -326,7 +356,12 @@ def playwright_check() -> CheckResult:
 
 
 def run_setup(
-    root: Path, game_bin: Path | None, port: int, cluster: bool = False, dev: bool = False
+    root: Path,
+    game_bin: Path | None,
+    port: int,
+    cluster: bool = False,
+    dev: bool = False,
+    lfs: bool = False,
 ) -> list[CheckResult]:
     """Run every check in order, printing each line as it completes.
 
@@ -334,6 +369,8 @@ def run_setup(
     :param dev: check everything the tests need too (Ray, Playwright, and the
         :data:`TEST_TOOLS`, installed with apt-get as root): the README's test command
         then skips nothing.
+    :param lfs: keep checkpoints and bots in Git LFS from now on (:func:`lfs_check`);
+        a clone whose repository already does gets LFS set up without it.
     """
     steps: list[Callable[[], CheckResult]] = [
         python_check,
@@ -342,6 +379,7 @@ def run_setup(
         lambda: tool_check("tmux", "tmux"),
         lambda: tool_check("git", "git"),
         lambda: git_check(root),
+        *([lambda: lfs_check(root, lfs)] if lfs or uses_lfs(root) else []),
         tensorboard_check,
         *([ray_check] if cluster or dev else []),
         *([playwright_check] if dev else []),

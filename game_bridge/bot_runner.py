@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from game_bridge.errors import LanderError
+from game_bridge.lfs_pointers import is_lfs_pointer, lfs_pointer_message
 
 BOT_FORMAT = "lander-bot"
 BOT_FORMAT_VERSION = 1
@@ -160,6 +161,8 @@ class BotRunner:
                 raise BotFormatError(
                     f"bot {str(path)!r} is {size / 2**20:,.0f} MB, over the {MAX_BOT_BYTES // 2**20} MB a bot may be"
                 )
+            if is_lfs_pointer(Path(path)):
+                raise BotFormatError(lfs_pointer_message(Path(path), "bot"))
             spec = json.loads(Path(path).read_text())
         except OSError as exc:
             raise BotFormatError(f"cannot read bot {str(path)!r}: {exc.strerror or exc}") from None

@@ -23,6 +23,7 @@ if TYPE_CHECKING:  # only types here: status and bots on a light install load th
     from stable_baselines3.common.vec_env import VecNormalize
 
 from game_bridge.errors import LanderError
+from game_bridge.lfs_pointers import LFS_FIX, is_lfs_pointer, lfs_pointer_message
 from training.run_paths import RunPaths, unknown_run
 from training.run_record import TEMPORARY_SUFFIX, write_bytes_atomic
 
@@ -185,6 +186,8 @@ def find_resume_point(root: Path, source: str, console: Console | None = None) -
     if candidate.suffix == ".zip" or candidate.is_file():
         if not candidate.is_file():
             raise CheckpointError(f"checkpoint {source!r} does not exist")
+        if is_lfs_pointer(candidate):
+            raise CheckpointError(lfs_pointer_message(candidate, "checkpoint"))
         if not (is_valid_checkpoint(candidate) and policy_loads(candidate)):
             raise CheckpointError(f"{source!r} is not a lander/SB3 model checkpoint")
         other = algorithm_of(candidate)
@@ -199,6 +202,15 @@ def find_resume_point(root: Path, source: str, console: Console | None = None) -
     newest = newest_valid_model(paths.checkpoints, console)
     if newest is not None:
         return ResumePoint(newest, source)
+    pointers = [
+        path
+        for path in [*rotating_checkpoints(paths.checkpoints), paths.final]
+        if is_lfs_pointer(path)
+    ]
+    if pointers:
+        raise CheckpointError(
+            f"run {source!r}'s checkpoints are Git LFS pointers, not the files: {LFS_FIX}"
+        )
     raise CheckpointError(f"run {source!r} has no valid checkpoint to resume from")
 
 
@@ -214,7 +226,8 @@ def newest_valid_model(folder: Path, console: Console | None = None) -> Path | N
         steps = saved_timesteps(option) if usable else None
         if steps is None:
             if console is not None:
-                console.print(f"[yellow]warning:[/] skipping corrupt checkpoint {option}")
+                why = "a Git LFS pointer" if is_lfs_pointer(option) else "corrupt"
+                console.print(f"[yellow]warning:[/] skipping {why} checkpoint {option}")
             continue
         valid.append((steps, rank, option))  # on equal steps final.zip (ranked last) wins
     return max(valid)[2] if valid else None
