@@ -191,7 +191,7 @@ def clean_sessions(root: Path) -> None:
         else "no ended sessions"
     )
     dashboards = live_dashboards(root)
-    if dashboards and not runs_training(root):
+    if dashboards and not runs_training(root) and holder(root) is None:
         console.print(
             f"the dashboard ({', '.join(dashboards)}) serves no running run; "
             f"stop it with {how('dashboard --stop')}"

@@ -24,9 +24,7 @@ from training.run_paths import RunPaths
 from training.run_record import RunRecord, load_runs, placement_summary, scan_runs
 
 
-def _state(
-    root: Path, record: RunRecord, training_here: str | None, live: LiveProgress | None
-) -> str:
+def _state(root: Path, record: RunRecord, trains_here: bool, live: LiveProgress | None) -> str:
     stage = record.extra.curriculum
     where = f" (stage {stage['stage']}/{stage['of']} of {stage['plan']})" if stage else ""
     resumes = len(record.extra.auto_resumes)
@@ -34,7 +32,7 @@ def _state(
     ratings = (record.extra.self_play or {}).get("ratings") or {}
     elo = f" (elo {float(ratings[LEARNER]):.0f})" if LEARNER in ratings else ""
     pace = f" {live.percent:.0f}%, ETA {live.eta_text()}" if live is not None else ""
-    return _bare_state(root, record, training_here) + pace + where + healed + elo
+    return _bare_state(root, record, trains_here) + pace + where + healed + elo
 
 
 HEALTH_LABELS = {
@@ -74,8 +72,8 @@ def _trains_here(root: Path, record: RunRecord, training_here: str | None) -> bo
     return session is not None and window_alive(session, TRAIN_WINDOW)
 
 
-def _bare_state(root: Path, record: RunRecord, training_here: str | None) -> str:
-    if _trains_here(root, record, training_here):
+def _bare_state(root: Path, record: RunRecord, trains_here: bool) -> str:
+    if trains_here:
         return "[green]running[/]"
     if record.status == "running":
         last = record.sessions[-1] if record.sessions else {}
@@ -171,9 +169,8 @@ def _row(
     shown = "-" if evaluation is None else f"{evaluation:.1f}"
     if here is not None and (evaluation is None or here > evaluation):
         shown = f"{here:.1f} (local)" if evaluation is None else f"{shown}, {here:.1f} (local)"
-    live = (
-        read_live_progress(root, record.run) if _trains_here(root, record, training_here) else None
-    )
+    trains_here = _trains_here(root, record, training_here)
+    live = read_live_progress(root, record.run) if trains_here else None
     if live is not None and live.steps < record.total_timesteps:
         live = None  # from before the checkpoint this session resumed
     steps, fps = record.total_timesteps, extra.last_fps
@@ -182,7 +179,7 @@ def _row(
         steps, fps, reward, success = live.steps, live.fps, live.reward, live.success
     return [
         record.run,
-        _state(root, record, training_here, live),
+        _state(root, record, trains_here, live),
         f"{steps:,}",
         f"{fps:,.0f}",
         "-" if reward is None else f"{reward:.1f}",

@@ -6,12 +6,14 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import subprocess
 import urllib.request
 from pathlib import Path
 
 import libtmux
 
+from cli.dashboard import choose_page_port
 from cli.tmux_sessions import session_name, window_alive
 from tests.conftest import (
     GIT_IDENTITY,
@@ -307,3 +309,21 @@ def test_start_runs_a_curriculum_in_tmux(checkout: tuple[Path, Path], tmux_socke
     assert session_name(work, "tour") not in names and any(
         n.startswith("lander-dashboard-") for n in names
     )
+
+
+def test_the_live_pages_port_is_remembered_and_a_taken_one_moves_on(tmp_path: Path) -> None:
+    wanted = find_free_port_block(3)
+    assert choose_page_port(tmp_path, "127.0.0.1", wanted, avoid=1) == (wanted, "")
+    # The next run without --web-port gets the same port; while something holds it, the
+    # next free one, saying why, and the remembered port stays.
+    assert choose_page_port(tmp_path, "127.0.0.1", None, avoid=1) == (wanted, "")
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", wanted))
+        holder.listen()
+        port, note = choose_page_port(tmp_path, "127.0.0.1", None, avoid=1)
+        assert port > wanted and note == f"port {wanted} is taken"
+    assert choose_page_port(tmp_path, "127.0.0.1", None, avoid=wanted) == (
+        wanted + 1,
+        f"port {wanted} is the dashboard's",
+    )
+    assert choose_page_port(tmp_path, "127.0.0.1", None, avoid=1) == (wanted, "")
