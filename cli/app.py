@@ -126,6 +126,7 @@ def train(
     force: flags.Force = False,
     git: flags.Git = None,
     auto_resume: flags.AutoResume = False,
+    demos: flags.Demonstrations = None,
     until_steps: Annotated[int | None, typer.Option(hidden=True)] = None,
     settings: dict[str, Any] | None = None,
 ) -> None:
@@ -134,7 +135,9 @@ def train(
         from cli.supervisor import Session, supervise
 
         _valid_run(run)
-        session = Session(run, settings or {}, config, resume, reset_std, force, git)
+        session = Session(
+            run, settings or {}, config, resume, reset_std, force, git, tuple(demos or ())
+        )
         raise typer.Exit(supervise(project_root(), session))
     from cli.run_flow import run_training
     from training.planning import TrainRequest
@@ -148,6 +151,7 @@ def train(
         force=force,
         reset_std=reset_std,
         until_timesteps=until_steps,
+        demos=tuple(demos or ()),
     )
     raise typer.Exit(run_training(request, git))
 
@@ -279,6 +283,51 @@ def play(
     from cli.bot_flow import play_and_report
 
     play_and_report(project_root(), bot, record, agents, seconds, seed, speed, game_bin, port)
+
+
+@app.command(cls=PanelledCommand)
+def record(
+    target: Annotated[
+        str | None,
+        typer.Argument(
+            metavar="[RUN|BOT]", help="A run (its exported bot) or a bot .json file to record."
+        ),
+    ] = None,
+    out: Annotated[Path, typer.Option("--out", help="The demo file to write (.json).")] = Path(
+        "demos.json"
+    ),
+    episodes: Annotated[int, typer.Option(help="Episodes to record.")] = 10,
+    policy: Annotated[
+        str,
+        typer.Option(help="model (the bot or run) or reference (the game's own controller)."),
+    ] = "model",
+    game: Annotated[
+        str, _game_option("With --policy reference: the bundled game to play.")
+    ] = DEFAULT_GAME,
+    game_arg: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--game-arg",
+            metavar="KEY=VALUE",
+            help="With --policy reference: a setting of the game (reward_mode=delayed).",
+        ),
+    ] = None,
+    game_bin: Annotated[
+        Path | None, typer.Option(help="Record on this game program instead (a bot's own game).")
+    ] = None,
+    port: Annotated[int, typer.Option(help="Base TCP port of the game.")] = DEFAULT_PORT,
+    seed: Annotated[int, typer.Option(help="Seed of the game.")] = 0,
+    agents: Annotated[int, typer.Option(help="Agents playing at once.")] = 4,
+) -> None:
+    """Record a bot, a run or the game's reference controller playing through the real
+    bridge, as a demo file for `lander train RUN --demos FILE` (docs/demos.md)."""
+    from cli.demo_flow import record_and_report
+
+    _check_game(game)
+    record_and_report(
+        project_root(), target, policy, episodes, out, game, flags.parse_game_args(game_arg),
+        game_bin, port, seed, agents,
+    )  # fmt: skip
 
 
 @app.command(cls=PanelledCommand)

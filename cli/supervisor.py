@@ -47,6 +47,7 @@ class Session:
     reset_std: float | None
     force: bool
     git: bool | None
+    demos: tuple[Path, ...] = ()
 
     def first_argv(self, force: bool = False) -> list[str]:
         """The user's own command."""
@@ -54,12 +55,14 @@ class Session:
             "train",
             self.run,
             *settings_argv(self.settings),
-            *session_argv(self.config, self.resume, self.reset_std, self.force or force, self.git),
+            *session_argv(
+                self.config, self.resume, self.reset_std, self.force or force, self.git, self.demos
+            ),
         ]
 
     def resume_argv(self, goal: int) -> list[str]:
         """Continue RUN in place from its newest valid checkpoint until ``goal`` steps (no
-        std reset: the policy already had it)."""
+        std reset, no cloning from demos: the policy already had them)."""
         kept = {name: value for name, value in self.settings.items() if name != "timesteps"}
         return [
             "train",

@@ -221,11 +221,30 @@ AutoResume = Annotated[
 ]
 
 
+Demonstrations = Annotated[
+    list[Path] | None,
+    typer.Option(
+        "--demos",
+        help="A demonstration file (the Godot RL Agents plugin's, or lander's own from "
+        "`lander record`); repeat for more. A new run's policy is cloned from them before "
+        "PPO starts (--bc-epochs).",
+        rich_help_panel="Run",
+    ),
+]
+
+
 def session_argv(
-    config: Path | None, resume: str | None, reset_std: float | None, force: bool, git: bool | None
+    config: Path | None,
+    resume: str | None,
+    reset_std: float | None,
+    force: bool,
+    git: bool | None,
+    demos: list[Path] | tuple[Path, ...] = (),
 ) -> list[str]:
     """The arguments of the options that steer a training session (not settings)."""
     argv = ["--config", str(config.resolve())] if config is not None else []
+    for demo in demos:
+        argv += ["--demos", str(demo.resolve())]
     argv += ["--resume", resume] if resume is not None else []
     argv += ["--reset-std", str(reset_std)] if reset_std is not None else []
     argv += ["--force"] if force else []

@@ -241,6 +241,13 @@ class TrainConfig:
     net_width: int = setting(
         64, help="Units in each of the two hidden layers (policy and value).", low=1, panel="PPO"
     )
+    bc_epochs: int = setting(
+        20,
+        help="With --demos: passes of behaviour cloning over the demonstrations before PPO "
+        "(the held-out episodes' best epoch is kept).",
+        low=1,
+        panel="PPO",
+    )
     log_std_init: float = setting(
         0.0,
         help="Initial log of the action standard deviation (continuous actions).",

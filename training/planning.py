@@ -11,6 +11,7 @@ from typing import Any
 
 from rich.console import Console
 
+from training.bots import trained_with
 from training.checkpoints import ResumePoint, find_resume_point
 from training.config import (
     SESSION_SETTINGS,
@@ -19,8 +20,9 @@ from training.config import (
     apply_overrides,
     load_config_file,
 )
+from training.demos import DemoError, Demos, load_demos
 from training.errors import game_not_given
-from training.eval_records import owns_run
+from training.eval_records import game_name, owns_run
 from training.run_paths import RunPaths
 from training.run_record import RunRecord
 
@@ -49,6 +51,7 @@ class TrainRequest:
         curriculum stage, a sweep trial).
     :param until_timesteps: train until the run has this many steps, whatever the resumed
         checkpoint's count (an automatic resume finishing the session that died).
+    :param demos: demonstration files a new run's policy is cloned from before PPO.
     """
 
     root: Path
@@ -61,6 +64,7 @@ class TrainRequest:
     git_commit: str | None = None
     tags: dict[str, Any] = field(default_factory=dict)
     until_timesteps: int | None = None
+    demos: tuple[Path, ...] = ()
     paths: RunPaths = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -79,6 +83,9 @@ class TrainPlan:
     previous: RunRecord | None
     damaged_record: bool = False
     """The run's own run.json could not be read: it is kept aside, and a new one written."""
+    demos: list[Demos] = field(default_factory=list)
+    """The demonstrations read and checked as far as the files alone tell (the game they
+    name); their spaces are checked against the game's once it answers."""
 
 
 def plan_training(request: TrainRequest, console: Console | None = None) -> TrainPlan:
@@ -148,7 +155,33 @@ def plan_training(request: TrainRequest, console: Console | None = None) -> Trai
         from game_bridge.bot_runner import BotRunner
 
         BotRunner.from_file(Path(config.opponent))  # a bad --opponent is one line, before any game
-    return TrainPlan(paths, config, resume_point, parent, previous, damaged)
+    demos = _read_demos(request, config, resume_point)
+    return TrainPlan(paths, config, resume_point, parent, previous, damaged, demos)
+
+
+def _read_demos(
+    request: TrainRequest, config: TrainConfig, resume_point: ResumePoint | None
+) -> list[Demos]:
+    """The demo files, read and refused (one line) before any game starts: a bad file, or
+    one recorded on another game than the run's."""
+    if not request.demos:
+        return []
+    if resume_point is not None:
+        raise ConfigError(
+            "--demos clone a new run's policy before PPO: a resumed policy has learned "
+            "already (drop --demos, or start a new run with them)"
+        )
+    if config.self_play:
+        raise ConfigError("--demos teach one player: they do not combine with --self-play")
+    game = game_name(trained_with(config))
+    demos = [load_demos(path) for path in request.demos]
+    for demo in demos:
+        if demo.game is not None and demo.game != game:
+            raise DemoError(
+                f"demo file {str(demo.path)!r} was recorded on {demo.game}, and this run "
+                f"trains {game}"
+            )
+    return demos
 
 
 def _readable_record(source: RunPaths, console: Console | None) -> RunRecord | None:

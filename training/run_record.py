@@ -120,6 +120,8 @@ class RunExtras:
         the opponent of the moment (``training.self_play``).
     :param side_layouts: the keys of each other side of a game whose sides have their own
         spaces (``game_layout`` is the run's own side's), for their bots' exports.
+    :param demos: the demonstrations the run's policy was cloned from (each file's path,
+        hash, episodes and steps) and what the cloning did (``training.behaviour_cloning``).
     :param other: keys this version does not know (a newer lander's), kept as read.
     """
 
@@ -138,6 +140,7 @@ class RunExtras:
     trained_on: dict[str, Any] | None = None
     self_play: dict[str, Any] | None = None
     side_layouts: dict[str, Any] | None = None
+    demos: dict[str, Any] | None = None
     other: dict[str, Any] = field(default_factory=dict)
     legacy_git: bool | None = field(default=None, repr=False)
     """``extra.git`` of a record written before ``.git/info/exclude`` alone said whether
@@ -206,6 +209,7 @@ _EXTRA_KINDS = {
     "trained_on": _object_or_none,
     "self_play": _self_play_pool,
     "side_layouts": _object_or_none,
+    "demos": _object_or_none,
 }
 """Each typed field of :class:`RunExtras` and the check its value must pass."""
 

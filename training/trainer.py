@@ -35,6 +35,8 @@ from stable_baselines3.common.vec_env import VecEnv, VecMonitor, VecNormalize
 from game_bridge.errors import BridgeError, Interrupted
 from game_bridge.instance import interrupt_waits
 from game_bridge.vec_env import GameVecEnv
+from training.behaviour_cloning import CloneReport, clone_behaviour
+from training.bots import trained_with
 from training.callbacks import (
     GameHealth,
     ProgressReport,
@@ -52,6 +54,7 @@ from training.checkpoints import (
     save_checkpoint,
 )
 from training.config import RESUMABLE_SETTINGS, TrainConfig
+from training.demos import DemoError, check_demos
 from training.environments import (
     game_env_of,
     in_process_env_id,
@@ -61,6 +64,7 @@ from training.environments import (
     wrapped_env,
 )
 from training.eval_callback import PeriodicEvaluation
+from training.eval_records import game_name
 from training.evaluation import EvalResult, Policy, evaluate_through_bridge, game_settings
 from training.health import KEPT_FINDINGS, Finding, HealthWatch
 from training.lean_ppo import LeanPPO
@@ -178,10 +182,13 @@ class TrainingSession:
         self.open_games()
         try:
             self.build_model()
+            self.clone_from_demos()
             self.start_record(self.start.leftovers)
             callbacks = self.create_callbacks()
-        except BaseException:
+        except BaseException as exc:
             self.env.close()
+            if isinstance(exc, DemoError) and self.start.new_run:
+                shutil.rmtree(self.paths.logs, ignore_errors=True)  # refused: nothing left
             raise
         with _stop_on_signals(self.stop, self.console) as received:
             self.learn(callbacks)
@@ -233,6 +240,23 @@ class TrainingSession:
             self.config.timesteps = max(1, self.request.until_timesteps - self.model.num_timesteps)
         self.start.clock.mark("model built")
 
+    def clone_from_demos(self) -> None:
+        """Check the demos against the game's spaces, then clone the new policy from them
+        (``training.behaviour_cloning``) before any step is played.
+
+        :raises DemoError: demos of other spaces, or an action out of range.
+        """
+        self.cloned: CloneReport | None = None
+        if not self.plan.demos:
+            return
+        game = game_name(trained_with(self.config))
+        for demo in self.plan.demos:
+            check_demos(demo, game, self.env.observation_space, self.env.action_space)
+        self.cloned = clone_behaviour(
+            self.model, self.plan.demos, self.config.bc_epochs, self.config.seed, self.normalizer
+        )
+        self.start.clock.mark("policy cloned")
+
     def start_record(self, leftovers: list[Path]) -> None:
         """Open train.log and TensorBoard, write run.json for this session, say what runs."""
         self.log = _LogFile(self.paths.train_log)
@@ -248,9 +272,16 @@ class TrainingSession:
                 self.record.extra.side_layouts = {
                     self.partner[0]: info.side(self.partner[0]).layout()
                 }
+        if self.cloned is not None:
+            self.record.extra.demos = {
+                "files": [demo.summary() for demo in self.plan.demos],
+                "cloning": self.cloned.to_dict(),
+            }
         self.note_placements()
         self.record.save(self.paths.run_json)
         self.say(_banner(self.plan, self.request, self.model))
+        if self.cloned is not None:
+            self.say(self.cloned.line())
         if self.agents_note is not None:
             self.warn(self.agents_note)
         if self.partner is not None:
@@ -510,7 +541,6 @@ class TrainingSession:
 
     def live_publisher(self) -> PublishBot:
         """Publishes the policy as it trains, for the live page (``--publish-every``)."""
-        from training.bots import trained_with
         from training.export import OnnxLayout, build_bot_spec
 
         plan, record = self.plan, self.record
