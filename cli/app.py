@@ -272,13 +272,20 @@ def play(
         str, typer.Option(help="With --web: the address to serve on (0.0.0.0 for the LAN).")
     ] = "127.0.0.1",
     web_port: Annotated[int, typer.Option(help="With --web: the page's port.")] = DEFAULT_PAGE_PORT,
+    record_demo: Annotated[
+        Path | None,
+        typer.Option(
+            help="With --web: save the demos a person records on the page (K, arrow keys) "
+            "to this .json file too."
+        ),
+    ] = None,
 ) -> None:
     """Watch a bot fly the bundled game (or --game-bin) in the terminal, without torch; record
     it; or, with --web, in a browser after your cursor."""
     if web:
         from cli.bot_flow import serve_web_page
 
-        serve_web_page(project_root(), bot, host, web_port)
+        serve_web_page(project_root(), bot, host, web_port, record_demo)
         return
     from cli.bot_flow import play_and_report
 
@@ -612,6 +619,7 @@ def _check_plan(
     resume: str | None,
     force: bool,
     reset_std: float | None,
+    demos: tuple[Path, ...] = (),
 ) -> TrainConfig:
     """Plan the run as ``lander train`` would, without writing, so a mistake is one red
     line here, not a tmux window that dies; return the run's settings."""
@@ -619,7 +627,7 @@ def _check_plan(
 
     request = TrainRequest(
         project_root(), run, settings, config_file=config, resume=resume, force=force,
-        reset_std=reset_std,
+        reset_std=reset_std, demos=demos,
     )  # fmt: skip
     return plan_training(request).config
 
@@ -645,6 +653,7 @@ def start(
     force: flags.Force = False,
     git: flags.Git = None,
     auto_resume: flags.AutoResume = True,
+    demos: flags.Demonstrations = None,
     settings: dict[str, Any] | None = None,
 ) -> None:
     """Start RUN in a detached tmux session (train, dashboard, live page); attach if it runs.
@@ -656,7 +665,10 @@ def start(
 
     _valid_run(run)
     settings = settings or {}
-    session = flags.session_argv(config, resume, reset_std, force, git)
+    demo_files = tuple(demos or ())
+    if demo_files and (curriculum_plan is not None or sweep_space is not None):
+        fail("--demos start one run: give them to `lander train` or `start` of a single run")
+    session = flags.session_argv(config, resume, reset_std, force, git, demo_files)
     # Detached runs are the ones nobody watches: they heal themselves unless told not to.
     session += ["--auto-resume"] if auto_resume else []
     command: list[str] | None = None
@@ -690,7 +702,7 @@ def start(
     else:
         live = find_session(project_root(), run)
         if live is None or not window_alive(live, TRAIN_WINDOW):
-            planned = _check_plan(run, settings, config, resume, force, reset_std)
+            planned = _check_plan(run, settings, config, resume, force, reset_std, demo_files)
             game, game_args = planned.game, planned.game_args
     start_in_tmux(
         project_root(), run, flags.settings_argv(settings) + session, tb_host, tb_port, command,

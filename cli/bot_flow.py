@@ -265,8 +265,11 @@ def _game_of(root: Path, target: str) -> tuple[str, dict[str, str]]:
         return DEFAULT_GAME, {}  # the page itself reports a bot it cannot fly
 
 
-def serve_web_page(root: Path, target: str, host: str, port: int) -> None:
-    """``lander play --web``: serve the page until Ctrl-C."""
+def serve_web_page(
+    root: Path, target: str, host: str, port: int, record_demo: Path | None = None
+) -> None:
+    """``lander play --web``: serve the page until Ctrl-C (saving the demos a person
+    records there to ``record_demo``)."""
     import time
 
     from cli.web_page import serve_page
@@ -285,8 +288,12 @@ def serve_web_page(root: Path, target: str, host: str, port: int) -> None:
         fail(
             f"the {game.name} game's web page does not play {settings}: play it with `lander play BOT`"
         )
+    if record_demo is not None and record_demo.suffix.lower() != ".json":
+        fail(f"--record-demo writes a .json demo file, not {record_demo.name!r}")
+    if record_demo is not None and not record_demo.resolve().parent.is_dir():
+        fail(f"--record-demo: folder {str(record_demo.parent)!r} does not exist")
     try:
-        server = serve_page(root, target, host, port, game)
+        server = serve_page(root, target, host, port, game, record_demo)
     except OSError as exc:
         fail(f"cannot serve on {host}:{port}: {exc.strerror or exc}")
     shown = "127.0.0.1" if host in ("0.0.0.0", "") else host

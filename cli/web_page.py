@@ -17,8 +17,10 @@ from pathlib import Path
 from urllib.parse import urlparse
 
 from games.spec import GameEntry
+from training.demos import MAX_DEMO_BYTES, DemoError, load_demos
 from training.local_state import live_bot_path
 from training.run_paths import RunPaths
+from training.run_record import write_bytes_atomic
 
 _KINDS = {
     ".html": "text/html; charset=utf-8",
@@ -45,8 +47,42 @@ def bot_source(root: Path, target: str) -> Callable[[], Path]:
     return lambda: live if live.exists() else paths.bot_json
 
 
-def _handler(source: Callable[[], Path], static: dict[str, Path]) -> type[BaseHTTPRequestHandler]:
+def save_demo(body: bytes, destination: Path) -> str:
+    """Keep a demo file the page recorded (a person flying with the keyboard) at
+    ``destination``, if it is one: checked as ``lander train --demos`` would read it,
+    then renamed into place, so a bad upload never replaces a good file.
+
+    :raises DemoError: the body is not a sound lander demo file.
+    """
+    temporary = destination.with_name(f".{destination.name}.upload")
+    write_bytes_atomic(temporary, body)
+    try:
+        load_demos(temporary)
+        temporary.replace(destination)
+    finally:
+        temporary.unlink(missing_ok=True)
+    return str(destination)
+
+
+def _handler(
+    source: Callable[[], Path], static: dict[str, Path], record_demo: Path | None
+) -> type[BaseHTTPRequestHandler]:
     class PageHandler(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            if urlparse(self.path).path != "/demo" or record_demo is None:
+                self.send_error(404, "this page saves no demos (play --web --record-demo FILE)")
+                return
+            length = int(self.headers.get("Content-Length") or 0)
+            if not 0 < length <= MAX_DEMO_BYTES:
+                self.send_error(413, "no demo, or one too large")
+                return
+            try:
+                saved = save_demo(self.rfile.read(length), record_demo)
+            except DemoError as exc:
+                self.send_error(400, str(exc)[:300])
+                return
+            self._reply(saved.encode(), "text/plain; charset=utf-8")
+
         def do_GET(self) -> None:
             path = urlparse(self.path).path
             if path == "/bot":
@@ -78,14 +114,21 @@ def _handler(source: Callable[[], Path], static: dict[str, Path]) -> type[BaseHT
 
 
 def serve_page(
-    root: Path, target: str, host: str, port: int, game: GameEntry
+    root: Path,
+    target: str,
+    host: str,
+    port: int,
+    game: GameEntry,
+    record_demo: Path | None = None,
 ) -> ThreadingHTTPServer:
     """Start serving ``game``'s page in a background thread; the caller stops it with
     ``shutdown``.
 
+    :param record_demo: where the demos a person records on the page are saved (``POST
+        /demo``; None: the page only offers them as a download).
     :raises OSError: the address cannot be bound.
     """
-    handler = _handler(bot_source(root, target), static_files(game))
+    handler = _handler(bot_source(root, target), static_files(game), record_demo)
     server = ThreadingHTTPServer((host, port), handler)
     server.daemon_threads = True
     threading.Thread(target=server.serve_forever, daemon=True).start()

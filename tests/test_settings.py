@@ -42,7 +42,7 @@ def test_every_training_command_offers_every_declared_setting(command: str) -> N
 def test_train_options_are_the_declared_settings_and_the_session_options() -> None:
     session = {
         "--config", "--resume", "--reset-std", "--force", "--git", "--no-git", "--help",
-        "--auto-resume", "--no-auto-resume", "--until-steps",
+        "--auto-resume", "--no-auto-resume", "--until-steps", "--demos",
     }  # fmt: skip
     assert _options("train") - session == DECLARED
 

@@ -63,12 +63,12 @@ def page_url(home: Path) -> Iterator[str]:
 
 
 @contextmanager
-def serving(home: Path, target: str) -> Iterator[str]:
+def serving(home: Path, target: str, *extra: str) -> Iterator[str]:
     """``lander play --web TARGET`` in ``home``, serving on a free loopback port."""
     port = find_free_port_block(1)
     env = {**os.environ, **GIT_IDENTITY, "LANDER_HOME": str(home)}
     server = subprocess.Popen(
-        [str(LANDER), "play", "--web", target, "--web-port", str(port)], env=env,
+        [str(LANDER), "play", "--web", target, "--web-port", str(port), *extra], env=env,
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, stdin=subprocess.DEVNULL,
     )  # fmt: skip
 
@@ -251,3 +251,41 @@ def test_a_person_flies_blue_against_the_bot_on_the_duel_page(browser: Any, tmp_
         assert sum(tally.values()) == page.evaluate("window.duel.rounds") and tally["bot"] >= 1
         assert page.locator("#botWins").inner_text() == str(tally["bot"])
         page.close()
+
+
+def test_a_person_flying_with_the_keyboard_records_demos_that_train_a_run(
+    browser: Any, home: Path, tmp_path: Path
+) -> None:
+    saved = tmp_path / "keyboard.json"
+    with serving(home, "web", "--record-demo", str(saved)) as url:
+        page = browser.new_page(accept_downloads=True)
+        page.goto(url + "?speed=20")
+        wait_until(lambda: page.evaluate("window.lander.steps") > 5, 30, "the page to run")
+        page.keyboard.press("k")
+        assert page.evaluate("window.lander.flying") is True
+        deadline = time.monotonic() + 60
+        while page.evaluate("window.lander.demoEpisodes") < 3:
+            assert time.monotonic() < deadline, "three episodes flown by hand"
+            # Climb, drift, let go: a person's uneven flying (a crash ends an episode too).
+            for key, seconds in (("ArrowUp", 0.15), ("ArrowRight", 0.1), ("ArrowLeft", 0.1)):
+                page.keyboard.down(key)
+                time.sleep(seconds)
+                page.keyboard.up(key)
+            time.sleep(0.1)
+        with page.expect_download() as download:
+            page.click("#save")
+        downloaded = tmp_path / "downloaded.json"
+        download.value.save_as(downloaded)
+        wait_until(saved.exists, 10, "the server to save the demos")
+        page.close()
+    document = json.loads(downloaded.read_text())
+    assert document["recorded_by"] == "keyboard" and len(document["episodes"]) >= 3
+    actions = np.concatenate([np.asarray(e["actions"]) for e in document["episodes"]])
+    assert {1.0, 0.0} <= set(actions[:, 0].tolist()), "the main engine fired and rested"
+    assert json.loads(saved.read_text())["episodes"] == document["episodes"]
+    trained = lander(
+        tmp_path, "train", "byhand", "--no-git", "--in-process", "--timesteps", "1024",
+        "--demos", str(saved),
+    )  # fmt: skip
+    assert trained.returncode == 0, trained.stdout + trained.stderr
+    assert "behaviour cloning:" in trained.stdout

@@ -3,6 +3,11 @@
 // run, steps or export time) replaces the flying one without a reload; a file that is
 // not a valid bot shows an error and the previous bot keeps flying. The state is
 // exposed as window.lander for tests.
+// A person flies lander 1 with the arrow keys after pressing K (Up: main engine, Down:
+// none, Left/Right: lateral; no key hovers); its target then moves by itself, as in the
+// game the bots train in, and every step is recorded. "save demos" downloads the
+// episodes as a lander demo file (docs/demos.md), and, when the server was started with
+// --record-demo FILE, also saves them there.
 "use strict";
 
 (function () {
@@ -13,12 +18,19 @@
   const context = canvas.getContext("2d");
   const scale = canvas.width / LANDER.WIDTH;               // pixels per metre
   let cursor = { x: LANDER.WIDTH / 2, y: LANDER.HEIGHT / 2 };
-  const world = new LanderWorld(agents, { newTarget: () => ({ x: cursor.x, y: cursor.y }) });
+  let flying = false;                                     // a person flies lander 1
+  const randomTarget = () => ({ x: 3.0 + (LANDER.WIDTH - 6.0) * Math.random(),
+                                y: 3.0 + (LANDER.HEIGHT - 6.0) * Math.random() });
+  const world = new LanderWorld(agents, {
+    newTarget: (i) => (flying && i === 0 ? randomTarget() : { x: cursor.x, y: cursor.y }),
+  });
+  const keys = new Set();
+  const demo = { episodes: [], current: { observations: [], actions: [], rewards: [] } };
   let bot = null, botKey = "", source = "server";
   const returns = new Array(agents).fill(0), finished = [];
   const state = window.lander = {
     botVersion: 0, botRun: null, botSteps: null, error: "", steps: 0, landers: [], target: cursor,
-    score: null,
+    score: null, flying: false, demoEpisodes: 0, demoSaved: "",
   };
 
   function show(id, text) { document.getElementById(id).textContent = text; }
@@ -79,15 +91,72 @@
     if (event.dataTransfer.files.length) loadFile(event.dataTransfer.files[0]);
   });
 
+  function keyboardAction() {
+    const main = (keys.has("ArrowUp") ? 1 : 0) - (keys.has("ArrowDown") ? 1 : 0);
+    const lateral = (keys.has("ArrowRight") ? 1 : 0) - (keys.has("ArrowLeft") ? 1 : 0);
+    return [main, lateral];
+  }
+
+  function flyByHand(result, obs, action) {
+    const current = demo.current;
+    current.observations.push(obs); current.actions.push(action); current.rewards.push(result.reward);
+    if (result.terminated || result.truncated) {
+      demo.episodes.push(current);
+      demo.current = { observations: [], actions: [], rewards: [] };
+      state.demoEpisodes = demo.episodes.length;
+      show("demo", `${demo.episodes.length} episode(s) recorded`);
+    }
+  }
+
+  function demoDocument() {
+    return {
+      format: "lander-demos", version: 1, game: "lander", game_args: {}, recorded_by: "keyboard",
+      recorded_at: new Date().toISOString(), observation: { size: 7 },
+      action: { type: "continuous", size: 2, low: [-1, -1], high: [1, 1] },
+      episodes: demo.episodes,
+    };
+  }
+
+  async function saveDemos() {
+    const text = JSON.stringify(demoDocument());
+    const link = document.createElement("a");
+    link.href = URL.createObjectURL(new Blob([text], { type: "application/json" }));
+    link.download = "lander-demos.json";
+    link.click();
+    try {
+      const response = await fetch("demo", { method: "POST", body: text });
+      state.demoSaved = response.ok ? await response.text() : "";
+      if (state.demoSaved) show("demo", `${demo.episodes.length} episode(s) saved to ${state.demoSaved}`);
+    } catch (error) { state.demoSaved = ""; }
+  }
+
+  function toggleFlying() {
+    flying = !flying; state.flying = flying;
+    world.resetAgent(0); returns[0] = 0;
+    demo.current = { observations: [], actions: [], rewards: [] };
+    show("demo", flying ? "flying lander 1 with the arrow keys: recording" : `${demo.episodes.length} episode(s) recorded`);
+  }
+
+  document.addEventListener("keydown", (event) => {
+    if (event.key.startsWith("Arrow")) { keys.add(event.key); event.preventDefault(); }
+    if (event.key === "k" || event.key === "K") toggleFlying();
+  });
+  document.addEventListener("keyup", (event) => keys.delete(event.key));
+  document.getElementById("save").addEventListener("click", saveDemos);
+
   function stepWorld() {
     for (let i = 0; i < agents; i++) {
       const agent = world.agents[i];
-      agent.tx = cursor.x; agent.ty = cursor.y;       // the target is the cursor
-      if (!bot) continue;
-      const result = world.step(i, bot.act(world.observe(i)));
+      const byHand = flying && i === 0;
+      if (!byHand) { agent.tx = cursor.x; agent.ty = cursor.y; }   // the target is the cursor
+      if (!bot && !byHand) continue;
+      const obs = world.observe(i);
+      const action = byHand ? keyboardAction() : bot.act(obs);
+      const result = world.step(i, action);
+      if (byHand) flyByHand(result, obs, action);
       returns[i] += result.reward;
       if (result.terminated || result.truncated) {
-        finished.push(returns[i]);
+        if (!byHand) finished.push(returns[i]);            // the score is the bot's
         if (finished.length > 20) finished.shift();
         returns[i] = 0;
         world.resetAgent(i);
