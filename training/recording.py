@@ -30,7 +30,9 @@ class Recording:
 
     @property
     def mean_return(self) -> float:
-        return float(np.mean([float(np.sum(e.rewards)) for e in self.episodes if e.rewards is not None]))
+        return float(
+            np.mean([float(np.sum(e.rewards)) for e in self.episodes if e.rewards is not None])
+        )
 
 
 def _applied(actions: np.ndarray, space: spaces.Space) -> np.ndarray:
