@@ -242,7 +242,7 @@ class TrainConfig:
         64, help="Units in each of the two hidden layers (policy and value).", low=1, panel="PPO"
     )
     bc_epochs: int = setting(
-        20,
+        60,
         help="With --demos: passes of behaviour cloning over the demonstrations before PPO "
         "(the held-out episodes' best epoch is kept).",
         low=1,
