@@ -95,14 +95,16 @@ def _fail(path: Path, why: str) -> DemoError:
 
 
 def _numbers(path: Path, where: str, value: Any, dtype: type) -> np.ndarray:
-    """A JSON list of lists (or of numbers) as an array, every entry a finite number."""
+    """A JSON list of lists (or of numbers) as an array, every entry a finite number
+    (not a string, a boolean or a null that numpy would turn into one)."""
     try:
-        array = np.asarray(value, dtype=np.float64)
-    except (TypeError, ValueError):
+        array = np.asarray(value)
+    except (TypeError, ValueError):  # ragged lists
         raise _fail(path, f"{where} are not lists of numbers") from None
-    if array.dtype == object or not np.all(np.isfinite(array)):
-        bad = "NaN or infinity" if array.dtype != object else "something that is not a number"
-        raise _fail(path, f"{where} hold {bad}")
+    if array.dtype.kind not in "iuf":
+        raise _fail(path, f"{where} are not lists of numbers")
+    if not np.all(np.isfinite(array)):
+        raise _fail(path, f"{where} hold NaN or infinity")
     return array.astype(dtype)
 
 
