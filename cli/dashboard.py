@@ -186,14 +186,12 @@ def choose_page_port(root: Path, host: str, wanted: int | None, avoid: int) -> t
         raise DashboardError(
             f"ports {first}-{first + PORTS_TO_TRY - 1} are all taken: choose one with --web-port"
         )
-    if port != first:
-        taken = "is the dashboard's" if first == avoid else "is taken"
-        note = f"port {first} {taken}"
-    else:
-        note = ""
-    if wanted is not None or port == first:
-        write_local(root, PAGE_REMEMBERED, {"port": first if wanted is None else wanted})
-    return port, note
+    if wanted is not None or port == first:  # a port taken for now is no new default
+        write_local(root, PAGE_REMEMBERED, {"port": first})
+    if port == first:
+        return port, ""
+    taken = "is the dashboard's" if first == avoid else "is taken"
+    return port, f"port {first} {taken}"
 
 
 def dashboard_url(host: str, port: int) -> str:

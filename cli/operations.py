@@ -39,6 +39,7 @@ from cli.tmux_sessions import (
     start_dashboard,
     stop_dashboards,
     train_output,
+    train_window_alive,
     window_alive,
 )
 from cli.trainer_lock import holder
@@ -268,8 +269,7 @@ def prune_run(root: Path, run: str) -> None:
         fail(unknown_run(root, run))
     if not owns_run(paths):
         fail(f"run {run} was trained in another checkout: prune it there")
-    session = find_session(root, run)
-    if holder(root) == run or (session is not None and window_alive(session, TRAIN_WINDOW)):
+    if holder(root) == run or train_window_alive(root, run):
         fail(f"run {run} is training: stop it first ({how(f'stop {run}')})")
     if not (is_valid_checkpoint(paths.final) and policy_loads(paths.final)):
         fail(f"run {run} has no valid final.zip: pruning would leave nothing to resume from")

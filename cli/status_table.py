@@ -14,7 +14,7 @@ from rich.table import Table
 from cli.git_sync import PushStates
 from cli.publishing import in_git
 from cli.results import checkout_records, committed_champions, committed_records
-from cli.tmux_sessions import TRAIN_WINDOW, find_session, window_alive
+from cli.tmux_sessions import train_window_alive
 from cli.trainer_lock import holder
 from training.eval_records import EvalRecord, best_by_run, champions, inside_checkout
 from training.live_progress import LiveProgress, read_live_progress
@@ -66,10 +66,7 @@ def _trains_here(root: Path, record: RunRecord, training_here: str | None) -> bo
     tmux session's trainer window is alive)."""
     if training_here == record.run:
         return True
-    if record.status != "running":
-        return False
-    session = find_session(root, record.run)
-    return session is not None and window_alive(session, TRAIN_WINDOW)
+    return record.status == "running" and train_window_alive(root, record.run)
 
 
 def _bare_state(root: Path, record: RunRecord, trains_here: bool) -> str:

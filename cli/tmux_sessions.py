@@ -70,6 +70,12 @@ def find_session(root: Path, run: str) -> libtmux.Session | None:
         return None
 
 
+def train_window_alive(root: Path, run: str) -> bool:
+    """True when the run's session in this checkout has a live trainer window."""
+    session = find_session(root, run)
+    return session is not None and window_alive(session, TRAIN_WINDOW)
+
+
 def _window(session: libtmux.Session, name: str) -> libtmux.Window | None:
     return session.windows.get(window_name=name, default=None)
 

@@ -203,18 +203,24 @@ def load_demos(path: Path) -> Demos:
     return Demos(path, digest, layout, episodes, game)
 
 
-def check_demos(
-    demos: Demos, game: str, observation_space: spaces.Space, action_space: spaces.Space
-) -> None:
-    """Refuse demos that cannot teach this run: another game's (when the file says), or
-    observations or actions that are not this game's.
+def check_game(demos: Demos, game: str) -> None:
+    """Refuse demos recorded on another game than the run's (when the file names one):
+    checked while planning, before any game starts.
 
     :param game: the run's game (:func:`training.eval_records.game_name`).
+    :raises DemoError: the file names another game.
+    """
+    if demos.game is not None and demos.game != game:
+        raise _fail(demos.path, f"was recorded on {demos.game}, and this run trains {game}")
+
+
+def check_demos(demos: Demos, observation_space: spaces.Space, action_space: spaces.Space) -> None:
+    """Refuse demos whose observations or actions are not this game's (its game was
+    checked by :func:`check_game` when the run was planned).
+
     :raises DemoError: the first reason found.
     """
     path = demos.path
-    if demos.game is not None and demos.game != game:
-        raise _fail(path, f"was recorded on {demos.game}, and this run trains {game}")
     if not isinstance(observation_space, spaces.Box) or len(observation_space.shape) != 1:
         raise _fail(path, f"this game's observations ({observation_space}) are not one vector")
     size = int(observation_space.shape[0])

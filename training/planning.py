@@ -20,7 +20,7 @@ from training.config import (
     apply_overrides,
     load_config_file,
 )
-from training.demos import DemoError, Demos, load_demos
+from training.demos import Demos, check_game, load_demos
 from training.errors import game_not_given
 from training.eval_records import game_name, owns_run
 from training.run_paths import RunPaths
@@ -176,11 +176,7 @@ def _read_demos(
     game = game_name(trained_with(config))
     demos = [load_demos(path) for path in request.demos]
     for demo in demos:
-        if demo.game is not None and demo.game != game:
-            raise DemoError(
-                f"demo file {str(demo.path)!r} was recorded on {demo.game}, and this run "
-                f"trains {game}"
-            )
+        check_game(demo, game)
     return demos
 
 

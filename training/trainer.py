@@ -64,7 +64,6 @@ from training.environments import (
     wrapped_env,
 )
 from training.eval_callback import PeriodicEvaluation
-from training.eval_records import game_name
 from training.evaluation import EvalResult, Policy, evaluate_through_bridge, game_settings
 from training.health import KEPT_FINDINGS, Finding, HealthWatch
 from training.lean_ppo import LeanPPO
@@ -249,9 +248,8 @@ class TrainingSession:
         self.cloned: CloneReport | None = None
         if not self.plan.demos:
             return
-        game = game_name(trained_with(self.config))
         for demo in self.plan.demos:
-            check_demos(demo, game, self.env.observation_space, self.env.action_space)
+            check_demos(demo, self.env.observation_space, self.env.action_space)
         self.cloned = clone_behaviour(
             self.model, self.plan.demos, self.config.bc_epochs, self.config.seed, self.normalizer
         )
