@@ -15,6 +15,7 @@ from game_bridge.launcher import LaunchConfig
 from games import game_entry
 from games.spec import Policy
 from training.bots import bot_facts
+from training.config import check_bundled_game_args
 from training.demos import write_demos
 from training.errors import game_not_given
 from training.eval_records import checkout_relative, game_name
@@ -30,6 +31,7 @@ def _player(
     if policy == "reference":
         if target is not None:
             fail("--policy reference plays the game's own controller: drop the bot or run")
+        check_bundled_game_args(game, game_args)  # as `train --game-arg` checks them
         settings = game_settings(game, game_args)
         _, reference = settings.baseline_policies(np.random.default_rng(seed))
         return reference, {"game": game, "game_args": game_args}, "reference"

@@ -72,7 +72,10 @@ def _handler(
             if urlparse(self.path).path != "/demo" or record_demo is None:
                 self.send_error(404, "this page saves no demos (play --web --record-demo FILE)")
                 return
-            length = int(self.headers.get("Content-Length") or 0)
+            try:
+                length = int(self.headers.get("Content-Length") or 0)
+            except ValueError:
+                length = 0  # not a number: no demo this handler reads
             if not 0 < length <= MAX_DEMO_BYTES:
                 self.send_error(413, "no demo, or one too large")
                 return

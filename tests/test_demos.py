@@ -87,6 +87,10 @@ def test_a_demo_file_in_the_plugins_layout_trains_a_run_through_real_games(
     plugin.write_text(json.dumps(plugin_layout(document)))
     loaded = load_demos(plugin)
     assert loaded.layout == "plugin" and loaded.game is None
+    at_once = tmp_path / "ended_at_once.json"  # an episode done on its first observation
+    at_once.write_text(json.dumps([[[document["episodes"][0]["observations"][0]], []],
+                                   *plugin_layout(document)[:1]]))  # fmt: skip
+    assert len(load_demos(at_once).episodes) == 1, "the episode without a step is dropped"
     assert [e.steps for e in loaded.episodes] == [len(e["actions"]) for e in document["episodes"]]
     said = ok(lander(tmp_path, "train", "plug", "--no-git", "--demos", str(plugin),
                      "--timesteps", "2048", "--port", str(port_block(2)), *SMALL,
@@ -158,6 +162,10 @@ def test_demos_do_not_start_a_resumed_policy_or_a_self_play_run(tmp_path: Path) 
     sides = lander(tmp_path, "train", "z", "--no-git", "--self-play", "--game", "duel",
                    "--demos", str(demo))  # fmt: skip
     assert sides.returncode == 1 and "do not combine with --self-play" in sides.stderr
+    bad_setting = lander(tmp_path, "record", "--policy", "reference", "--game-arg",
+                         "difficulty=9", "--out", str(tmp_path / "x.json"))  # fmt: skip
+    assert bad_setting.returncode == 1 and "difficulty must be one of" in bad_setting.stderr
+    assert not (tmp_path / "x.json").exists()
 
 
 def test_checks_against_the_games_spaces_name_the_step_and_the_choice(tmp_path: Path) -> None:

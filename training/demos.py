@@ -111,9 +111,9 @@ def _numbers(path: Path, where: str, value: Any, dtype: type) -> np.ndarray:
 def _episode(path: Path, index: int, obs: Any, actions: Any, rewards: Any) -> DemoEpisode:
     where = f"episode {index}"
     observations = _numbers(path, f"{where}'s observations", obs, np.float32)
-    acts = _numbers(path, f"{where}'s actions", actions, np.float64)
-    if observations.ndim == 1 and len(observations):
-        observations = observations[:, None]
+    acts = _numbers(path, f"{where}'s actions", actions, np.float32)
+    if observations.ndim == 1:  # a number per step; or no step (ended at once): dropped later
+        observations = observations.reshape(len(observations), -1 if len(observations) else 0)
     if observations.ndim != 2:
         raise _fail(path, f"{where}'s observations are not one list of numbers per step")
     if acts.ndim == 1:
@@ -129,7 +129,7 @@ def _episode(path: Path, index: int, obs: Any, actions: Any, rewards: Any) -> De
         reward_array = _numbers(path, f"{where}'s rewards", rewards, np.float32).reshape(-1)
         if len(reward_array) != len(acts):
             raise _fail(path, f"{where} has {len(reward_array)} rewards for {len(acts)} actions")
-    return DemoEpisode(observations, acts.astype(np.float32), reward_array)
+    return DemoEpisode(observations, acts, reward_array)
 
 
 def _plugin_episodes(path: Path, data: list[Any]) -> list[DemoEpisode]:
