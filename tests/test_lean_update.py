@@ -1,0 +1,203 @@
+"""The numpy PPO update (training/lean_update.py) against SB3's own ``PPO.train``: the
+same rollout and the same permutations must leave the same weights, Adam moments and
+logged statistics, for every option PPO's loss has."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import gymnasium
+import numpy as np
+import pytest
+import torch
+from stable_baselines3 import PPO
+from stable_baselines3.common.vec_env import DummyVecEnv
+
+from training.lean_adam import LeanAdam
+from training.lean_ppo import LeanPPO
+from training.lean_update import lean_update_fits
+
+
+class _Noisy(gymnasium.Env[np.ndarray, Any]):
+    """Random observations and rewards, episodes ending now and then: a rollout with
+    spread in its advantages, ratios and values, whatever the policy does."""
+
+    def __init__(self, discrete: bool) -> None:
+        self.observation_space = gymnasium.spaces.Box(-1, 1, (5,), np.float32)
+        self.action_space = (
+            gymnasium.spaces.Discrete(4)
+            if discrete
+            else gymnasium.spaces.Box(-1, 1, (2,), np.float32)
+        )
+        self.rng = np.random.default_rng(0)
+
+    def reset(self, *, seed: int | None = None, options: Any = None) -> tuple[np.ndarray, dict]:
+        super().reset(seed=seed)
+        if seed is not None:
+            self.rng = np.random.default_rng(seed)
+        return self._obs(), {}
+
+    def _obs(self) -> np.ndarray:
+        return self.rng.uniform(-1, 1, 5).astype(np.float32)
+
+    def step(self, action: Any) -> tuple[np.ndarray, float, bool, bool, dict]:
+        reward = float(self.rng.normal(1.0, 2.0))
+        return self._obs(), reward, bool(self.rng.random() < 0.05), False, {}
+
+
+def _model(discrete: bool, **settings: Any) -> LeanPPO:
+    env = DummyVecEnv([lambda: _Noisy(discrete) for _ in range(4)])
+    model = LeanPPO(
+        "MlpPolicy",
+        env,
+        n_steps=32,
+        batch_size=32,
+        n_epochs=4,
+        learning_rate=3e-3,
+        seed=0,
+        device="cpu",
+        **settings,
+    )
+    model.learn(256)  # moments and weights away from their start; a fresh rollout follows
+    model.collect_rollouts(model.env, _NoCallback(), model.rollout_buffer, model.n_steps)
+    return model
+
+
+class _NoCallback:
+    """What collect_rollouts asks of a callback."""
+
+    def on_rollout_start(self) -> None: ...
+    def on_rollout_end(self) -> None: ...
+    def update_locals(self, _: dict) -> None: ...
+    def on_step(self) -> bool:
+        return True
+
+
+def _update_both_ways(model: LeanPPO) -> tuple[dict, dict, dict, dict, dict, dict]:
+    """The model after lean_train and after SB3's PPO.train, from the same state and the
+    same numpy seed: (weights, Adam state, logged values) each; SB3's update must have
+    moved the weights, or the comparison would compare nothing."""
+    weights = copy.deepcopy(model.policy.state_dict())
+    moments = copy.deepcopy(model.policy.optimizer.state_dict())
+    updates = model._n_updates
+    results = []
+    for update in (LeanPPO.train, PPO.train):
+        model.policy.load_state_dict(weights)
+        model.policy.optimizer.load_state_dict(copy.deepcopy(moments))
+        model._n_updates = updates
+        np.random.seed(7)
+        update(model)
+        results += [
+            copy.deepcopy(model.policy.state_dict()),
+            copy.deepcopy(model.policy.optimizer.state_dict()),
+            dict(model.logger.name_to_value),
+        ]
+    assert any(not torch.equal(weights[k], v) for k, v in results[3].items())
+    return tuple(results)  # type: ignore[return-value]
+
+
+SETTINGS = {
+    "defaults": {},
+    "entropy bonus": {"ent_coef": 0.05},
+    "value clipping": {"clip_range_vf": 0.1},
+    "raw advantages": {"normalize_advantage": False},
+    "tight clip and weight decay": {
+        "clip_range": 0.02,
+        "policy_kwargs": {"optimizer_kwargs": {"weight_decay": 1e-3, "eps": 1e-5}},
+    },
+    "relu": {"policy_kwargs": {"activation_fn": torch.nn.ReLU, "net_arch": [16, 8]}},
+}
+
+
+@pytest.mark.parametrize("discrete", [False, True], ids=["box", "discrete"])
+@pytest.mark.parametrize("settings", list(SETTINGS.values()), ids=list(SETTINGS))
+def test_the_numpy_update_is_sb3s_update(discrete: bool, settings: dict[str, Any]) -> None:
+    model = _model(discrete, **settings)
+    assert lean_update_fits(model)
+    ours, our_moments, our_log, theirs, their_moments, their_log = _update_both_ways(model)
+    for name, reference in theirs.items():
+        torch.testing.assert_close(ours[name], reference, rtol=1e-4, atol=2e-6, msg=name)
+    for index, entry in their_moments["state"].items():
+        mine = our_moments["state"][index]
+        assert float(mine["step"]) == float(entry["step"])
+        torch.testing.assert_close(mine["exp_avg"], entry["exp_avg"], rtol=1e-4, atol=1e-7)
+        torch.testing.assert_close(mine["exp_avg_sq"], entry["exp_avg_sq"], rtol=1e-3, atol=1e-9)
+    for key in (
+        "train/entropy_loss",
+        "train/policy_gradient_loss",
+        "train/value_loss",
+        "train/approx_kl",
+        "train/clip_fraction",
+        "train/loss",
+        "train/explained_variance",
+        "train/n_updates",
+    ):
+        assert our_log[key] == pytest.approx(their_log[key], rel=1e-4, abs=1e-6), key
+
+
+def test_the_update_moves_the_weights_and_agrees_with_sb3_over_many_steps() -> None:
+    """Four rollouts learned with the numpy update end where SB3's update ends: small
+    float32 differences do not grow into another policy."""
+    lean, plain = _model(False), _model(False)
+    plain.policy.load_state_dict(lean.policy.state_dict())
+    plain.policy.optimizer.load_state_dict(copy.deepcopy(lean.policy.optimizer.state_dict()))
+    before = copy.deepcopy(lean.policy.state_dict())
+    for _ in range(4):
+        np.random.seed(3)
+        LeanPPO.train(lean)
+        np.random.seed(3)
+        PPO.train(plain)
+    after, reference = lean.policy.state_dict(), plain.policy.state_dict()
+    moved = max(float((after[k] - before[k]).abs().max()) for k in after)
+    differs = max(float((after[k] - reference[k]).abs().max()) for k in after)
+    assert moved > 1e-2
+    assert differs < moved * 1e-3
+
+
+def test_early_stopping_on_kl_stops_where_sb3_stops() -> None:
+    model = _model(False, target_kl=1e-4)
+    ours, _, our_log, theirs, _, their_log = _update_both_ways(model)
+    assert our_log["train/n_updates"] == their_log["train/n_updates"]
+    for name, reference in theirs.items():
+        torch.testing.assert_close(ours[name], reference, rtol=1e-4, atol=2e-6, msg=name)
+
+
+def test_after_the_update_every_tensor_has_its_own_storage() -> None:
+    """Checkpoints hold SB3's own tensors: no parameter or moment is left a view of the
+    update's flat arrays, no gradient is left behind, and the moments load into torch's
+    Adam."""
+    model = _model(False)
+    LeanPPO.train(model)
+    params = list(model.policy.parameters())
+    assert all(p.grad is None for p in params)
+    assert len({p.untyped_storage().data_ptr() for p in params}) == len(params)
+    state = model.policy.optimizer.state_dict()
+    torch.optim.Adam(params).load_state_dict(state)
+    storages = {
+        tensor.untyped_storage().data_ptr()
+        for entry in state["state"].values()
+        for tensor in (entry["exp_avg"], entry["exp_avg_sq"])
+    }
+    assert len(storages) == 2 * len(params)
+
+
+def test_other_policies_take_sb3s_update() -> None:
+    """An activation the numpy update does not write out, or torch's own Adam, leaves
+    the update to SB3."""
+    elu = _model(False, policy_kwargs={"activation_fn": torch.nn.ELU})
+    assert not lean_update_fits(elu)
+    adam = _model(False, policy_kwargs={"optimizer_class": torch.optim.Adam})
+    assert not lean_update_fits(adam)
+    assert isinstance(_model(False).policy.optimizer, LeanAdam)
+    before = copy.deepcopy(elu.policy.state_dict())
+    elu.train()
+    assert any(not torch.equal(before[k], v) for k, v in elu.policy.state_dict().items())
+
+
+def test_sb3s_adam_epsilon_is_kept() -> None:
+    """SB3 gives its policies' Adam eps=1e-5 unless told otherwise; LeanAdam, its stand-in,
+    gets the same."""
+    assert _model(False).policy.optimizer.param_groups[0]["eps"] == 1e-5
+    given = _model(False, policy_kwargs={"optimizer_kwargs": {"eps": 1e-7}})
+    assert given.policy.optimizer.param_groups[0]["eps"] == 1e-7
