@@ -28,7 +28,7 @@ import math
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 import torch
@@ -42,6 +42,7 @@ from stable_baselines3.common.vec_env import VecEnv
 
 from training.lean_adam import LeanAdam
 from training.lean_update import lean_train, lean_update_fits
+from training.numpy_policy import NumpyActor, numpy_fits
 
 _HALF_LOG_2PI = 0.5 * math.log(2 * math.pi)
 
@@ -264,12 +265,13 @@ def _play(
     storage.reset()
     space = model.action_space
     low, high = (space.low, space.high) if isinstance(space, spaces.Box) else (None, None)
+    actor = _actor(policy, space)
     obs: Any = model._last_obs
     starts: np.ndarray = model._last_episode_starts
     for _ in range(n_steps):
         if stop is not None and stop.is_set():
             return _Played(obs, starts, np.zeros(0), whole=False)
-        actions, values, log_probs = _act(policy, space, obs)
+        actions, values, log_probs = actor.act(obs)
         new_obs: Any
         new_obs, rewards, dones, infos = env.step(
             np.clip(actions, low, high) if low is not None else actions
@@ -278,7 +280,7 @@ def _play(
             return _Played(new_obs, dones, np.zeros(0), whole=False)
         finished = np.flatnonzero(dones)
         if finished.size:
-            _bootstrap_truncated(policy, model.gamma, finished, rewards, infos)
+            _bootstrap_truncated(actor, model.gamma, finished, rewards, infos)
         position = storage.pos
         storage.observations[position] = obs
         storage.actions[position] = actions.reshape(storage.actions[0].shape)
@@ -289,7 +291,32 @@ def _play(
         storage.pos += 1
         storage.full = storage.pos == storage.buffer_size
         obs, starts = new_obs, dones
-    return _Played(obs, starts, _values(policy, obs), whole=True)
+    return _Played(obs, starts, actor.values(obs), whole=True)
+
+
+class _Actor(Protocol):
+    def act(self, obs: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]: ...
+    def values(self, obs: np.ndarray) -> np.ndarray: ...
+
+
+def _actor(policy: ActorCriticPolicy, space: spaces.Space[Any]) -> _Actor:
+    """What plays a rollout: numpy over the policy's own weights where it writes the
+    policy out (a third of torch's time per step here), else torch."""
+    return NumpyActor(policy, space) if numpy_fits(policy) else _TorchActor(policy, space)
+
+
+@dataclass
+class _TorchActor:
+    """The policy's own torch layers, its distribution written out."""
+
+    policy: ActorCriticPolicy
+    space: spaces.Space[Any]
+
+    def act(self, obs: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        return _act(self.policy, self.space, obs)
+
+    def values(self, obs: np.ndarray) -> np.ndarray:
+        return _values(self.policy, obs)
 
 
 @torch.no_grad()
@@ -342,7 +369,7 @@ def _values(policy: ActorCriticPolicy, obs: np.ndarray) -> np.ndarray:
 
 
 def _bootstrap_truncated(
-    policy: ActorCriticPolicy,
+    actor: _Actor,
     gamma: float,
     finished: np.ndarray,
     rewards: np.ndarray,
@@ -358,7 +385,7 @@ def _bootstrap_truncated(
     ]
     if cut:
         indices = [i for i, _ in cut]
-        rewards[indices] += gamma * _values(policy, np.stack([obs for _, obs in cut]))
+        rewards[indices] += gamma * actor.values(np.stack([obs for _, obs in cut]))
 
 
 def _copy_rollout(source: RolloutBuffer, target: RolloutBuffer) -> None:

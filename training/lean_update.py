@@ -30,47 +30,27 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
 from gymnasium import spaces
-from stable_baselines3.common.policies import ActorCriticPolicy
-from stable_baselines3.common.torch_layers import FlattenExtractor
 from stable_baselines3.common.utils import explained_variance
 from torch import nn
 
 from training.lean_adam import LeanAdam
+from training.numpy_policy import HALF_LOG_2PI, Dense, backward, forward, numpy_fits, policy_stacks
 
 if TYPE_CHECKING:
     from training.lean_ppo import LeanPPO
 
-_HALF_LOG_2PI = 0.5 * math.log(2 * math.pi)
-_ACTIVATIONS = (nn.Tanh, nn.ReLU)
-
 
 def lean_update_fits(model: LeanPPO) -> bool:
-    """True when :func:`lean_train` computes ``model``'s update exactly: an MLP policy of
-    linear layers with tanh or ReLU, a flat Box observation, Box or Discrete actions
-    without gSDE, float32 on the CPU, LeanAdam with one group whose moments share one
-    step count (always so for PPO)."""
+    """True when :func:`lean_train` computes ``model``'s update exactly: a policy the
+    lean rollout loop takes whose layers numpy writes out (``numpy_fits``), and LeanAdam
+    with one group whose moments share one step count (always so for PPO)."""
     policy = model.policy
-    if not (
-        type(policy) is ActorCriticPolicy
-        and isinstance(policy.features_extractor, FlattenExtractor)
-        and isinstance(model.observation_space, spaces.Box)
-        and len(model.observation_space.shape) == 1
-        and isinstance(model.action_space, spaces.Box | spaces.Discrete)
-        and not model.use_sde
-        and not policy.squash_output
-        and policy.device.type == "cpu"
-        and all(p.dtype == torch.float32 for p in policy.parameters())
-    ):
-        return False
-    for net in (policy.mlp_extractor.policy_net, policy.mlp_extractor.value_net):
-        if _mlp_layout(net) is None:
-            return False
-    if not isinstance(policy.action_net, nn.Linear) or not isinstance(policy.value_net, nn.Linear):
+    if not (model.lean_rollouts() and numpy_fits(policy)):
         return False
     optimizer = policy.optimizer
     if not isinstance(optimizer, LeanAdam) or len(optimizer.param_groups) != 1:
@@ -82,20 +62,6 @@ def lean_update_fits(model: LeanPPO) -> bool:
     if all(entry is None for entry in entries):
         return True
     return all(e is not None for e in entries) and len({e["step"] for e in entries if e}) == 1
-
-
-def _mlp_layout(net: nn.Module) -> list[tuple[nn.Linear, bool]] | None:
-    """An SB3 MLP as (linear layer, followed by tanh rather than ReLU) pairs, or None
-    when it is anything else."""
-    modules = list(net.children()) if isinstance(net, nn.Sequential) else [net]
-    if len(modules) % 2:
-        return None
-    layout = []
-    for linear, activation in zip(modules[::2], modules[1::2], strict=True):
-        if not isinstance(linear, nn.Linear) or type(activation) not in _ACTIVATIONS:
-            return None
-        layout.append((linear, isinstance(activation, nn.Tanh)))
-    return layout
 
 
 class FlatParameters:
@@ -184,83 +150,6 @@ class FlatParameters:
 
 
 @dataclass
-class _Dense:
-    """One linear layer and its activation, its weights and their gradients as views
-    into the flat arrays."""
-
-    weight: np.ndarray
-    bias: np.ndarray
-    weight_grad: np.ndarray
-    bias_grad: np.ndarray
-    tanh: bool | None
-    """True: tanh; False: ReLU; None: no activation (a head)."""
-
-    def forward(self, x: np.ndarray) -> np.ndarray:
-        out = x @ self.weight.T
-        out += self.bias
-        if self.tanh is True:
-            np.tanh(out, out=out)
-        elif self.tanh is False:
-            np.maximum(out, 0, out=out)
-        return out
-
-    def backward(
-        self, x: np.ndarray, out: np.ndarray, grad_out: np.ndarray, need_input: bool
-    ) -> Any:
-        """Add this layer's weight gradients for ``grad_out`` (the gradient at its
-        output ``out``, taken from input ``x``); the gradient at its input if asked."""
-        if self.tanh is True:
-            grad_out = grad_out * (1 - out * out)
-        elif self.tanh is False:
-            grad_out = grad_out * (out > 0)
-        self.weight_grad += grad_out.T @ x
-        self.bias_grad += grad_out.sum(axis=0)
-        return grad_out @ self.weight if need_input else None
-
-
-def _dense_layers(flat: FlatParameters, model: LeanPPO) -> tuple[list[_Dense], list[_Dense]]:
-    """The policy's two MLPs, each ending in its head, as numpy layers over ``flat``."""
-    policy = model.policy
-
-    def dense(linear: nn.Linear, tanh: bool | None) -> _Dense:
-        return _Dense(
-            flat.view(flat.values, linear.weight),
-            flat.view(flat.values, linear.bias),
-            flat.view(flat.grads, linear.weight),
-            flat.view(flat.grads, linear.bias),
-            tanh,
-        )
-
-    stacks = []
-    for net, head in (
-        (policy.mlp_extractor.policy_net, policy.action_net),
-        (policy.mlp_extractor.value_net, policy.value_net),
-    ):
-        layout = _mlp_layout(net)
-        assert layout is not None and isinstance(head, nn.Linear)
-        stacks.append([*(dense(linear, tanh) for linear, tanh in layout), dense(head, None)])
-    return stacks[0], stacks[1]
-
-
-def _forward(layers: list[_Dense], x: np.ndarray) -> list[np.ndarray]:
-    """Every layer's output, from ``x``; the last is the head's."""
-    outputs = []
-    for layer in layers:
-        x = layer.forward(x)
-        outputs.append(x)
-    return outputs
-
-
-def _backward(
-    layers: list[_Dense], x: np.ndarray, outputs: list[np.ndarray], grad: np.ndarray
-) -> None:
-    """Add the gradients of every layer for ``grad`` at the head's output."""
-    inputs = [x, *outputs[:-1]]
-    for index in range(len(layers) - 1, -1, -1):
-        grad = layers[index].backward(inputs[index], outputs[index], grad, need_input=index > 0)
-
-
-@dataclass
 class _Columns:
     """The rollout as one float32 array (rows in the order ``RolloutBuffer.get`` gives
     them: env-major) and where each field lies in it."""
@@ -316,7 +205,17 @@ class _Update:
     def __init__(self, model: LeanPPO, flat: FlatParameters) -> None:
         self.model = model
         self.flat = flat
-        self.pi_layers, self.vf_layers = _dense_layers(flat, model)
+
+        def dense(linear: nn.Linear, tanh: bool | None) -> Dense:
+            return Dense(
+                flat.view(flat.values, linear.weight),
+                flat.view(flat.values, linear.bias),
+                tanh,
+                flat.view(flat.grads, linear.weight),
+                flat.view(flat.grads, linear.bias),
+            )
+
+        self.pi_layers, self.vf_layers = policy_stacks(model.policy, dense)
         self.continuous = isinstance(model.action_space, spaces.Box)
         if self.continuous:
             log_std = model.policy.log_std
@@ -341,15 +240,15 @@ class _Update:
         model = self.model
         size = batch.shape[0]
         obs = batch[:, columns.obs]
-        pi_out = _forward(self.pi_layers, obs)
-        vf_out = _forward(self.vf_layers, obs)
+        pi_out = forward(self.pi_layers, obs)
+        vf_out = forward(self.vf_layers, obs)
         head, values = pi_out[-1], vf_out[-1][:, 0]
         if self.continuous:
             actions = batch[:, columns.actions]
             inv_std = np.exp(-self.log_std)
             z = (actions - head) * inv_std
-            log_prob = (-0.5 * z * z - self.log_std - _HALF_LOG_2PI).sum(axis=1)
-            entropy_loss = -float((0.5 + _HALF_LOG_2PI + self.log_std).sum())
+            log_prob = (-0.5 * z * z - self.log_std - HALF_LOG_2PI).sum(axis=1)
+            entropy_loss = -float((0.5 + HALF_LOG_2PI + self.log_std).sum())
         else:
             chosen = batch[:, columns.actions.start].astype(np.int64)
             shifted = head - head.max(axis=1, keepdims=True)
@@ -398,8 +297,8 @@ class _Update:
             grad_head = -grad_log_prob[:, None] * p
             grad_head[rows, chosen] += grad_log_prob
             grad_head += (ent_coef / size) * p * (log_p + entropy[:, None])
-        _backward(self.pi_layers, obs, pi_out, grad_head.astype(np.float32, copy=False))
-        _backward(self.vf_layers, obs, vf_out, grad_values.astype(np.float32)[:, None])
+        backward(self.pi_layers, obs, pi_out, grad_head.astype(np.float32, copy=False))
+        backward(self.vf_layers, obs, vf_out, grad_values.astype(np.float32)[:, None])
         return _Minibatch(
             policy_loss=policy_loss,
             value_loss=value_loss,
