@@ -4,10 +4,13 @@ temporary git checkouts they build."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import subprocess
+import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -99,3 +102,20 @@ def timed_steps(env: GameVecEnv, actions: np.ndarray, seconds: float) -> tuple[i
         env.step(actions[steps % len(actions)])
         steps += 1
     return steps, time.perf_counter() - started
+
+
+@contextlib.contextmanager
+def busy_neighbours(count: int, niceness: int = 10) -> Iterator[None]:
+    """``count`` CPU-bound processes at ``niceness`` for the duration: the other work of a
+    training box (TensorBoard, an editor, a second run) that a trainer shares its cores
+    with."""
+    spinners = [
+        subprocess.Popen(["nice", "-n", str(niceness), sys.executable, "-c", "while True: pass"])
+        for _ in range(count)
+    ]
+    try:
+        yield
+    finally:
+        for spinner in spinners:
+            spinner.kill()
+            spinner.wait()

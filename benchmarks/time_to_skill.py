@@ -18,6 +18,7 @@ order flips every round) and the table gives medians and the spread over ``--rou
     .venv/bin/python benchmarks/time_to_skill.py [--games bundled,godot] [--rounds 3] [--seconds 45]
     .venv/bin/python benchmarks/time_to_skill.py --sides lander \\
         --candidate '{"n_steps": 64, "batch_size": 256}'            # lander against other settings
+    .venv/bin/python benchmarks/time_to_skill.py --busy 2 ...       # beside two niced CPU hogs
 
 godot-rl's side is its example's set-up: the same game binary with the same instances and
 agents, ``speedup`` as given, PPO with the example's hyperparameters (see skill_runner.py).
@@ -37,7 +38,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
-from measure import free_base_port
+from measure import busy_neighbours, free_base_port
 from rich.console import Console
 from rich.table import Table
 
@@ -201,9 +202,10 @@ def run_side(
     if side == "godot-rl" and args.difficulty != 1:
         command += ["--difficulty", str(args.difficulty)]
     command += ["--launched", repr(time.time())]
-    completed = subprocess.run(
-        command, capture_output=True, text=True, timeout=args.seconds + 300, cwd=ROOT
-    )
+    with busy_neighbours(args.busy):
+        completed = subprocess.run(
+            command, capture_output=True, text=True, timeout=args.seconds + 300, cwd=ROOT
+        )
     if completed.returncode != 0:
         raise SystemExit(f"{side} failed:\n{completed.stderr[-3000:]}")
     lines = [json.loads(line) for line in events.read_text().splitlines()]
@@ -312,6 +314,12 @@ def main() -> None:
     parser.add_argument("--speedup", type=float, default=1000.0)
     parser.add_argument("--difficulty", type=int, default=1)
     parser.add_argument("--curves", action="store_true", help="print each run's scores")
+    parser.add_argument(
+        "--busy",
+        type=int,
+        default=0,
+        help="CPU-bound processes (nice 10) running beside each side while it trains",
+    )
     args = parser.parse_args()
     sides = [s for s in args.sides.split(",") if s] + [
         f"candidate{i + 1}" for i in range(len(args.candidate))

@@ -284,27 +284,43 @@ def test_minibatches_fit_every_rollout(recwarn: pytest.WarningsRecorder) -> None
     env.close()
 
 
-def test_a_checkpoint_from_before_lean_ppo_resumes(tmp_path: Path) -> None:
-    """A run trained by main before this collector and optimizer (plain PPO, torch's
-    Adam, batch_size 512 in its run.json) resumes: its moments load into LeanAdam and
-    its step count goes on."""
+def _resume_fixture(tmp_path: Path, fixture: str, run: str, port: int) -> tuple[PPO, PPO]:
+    """A run kept from an earlier main, resumed for 1,024 steps as a branch through real
+    games: (the saved model, the resumed one)."""
     from rich.console import Console
 
     from training.trainer import TrainRequest, train
 
-    shutil.copytree(ROOT / "tests" / "fixtures" / "before_lean_ppo", tmp_path, dirs_exist_ok=True)
-    saved = PPO.load(tmp_path / "checkpoints" / "oldmain" / "final.zip", device="cpu")
-    assert isinstance(saved.policy.optimizer, torch.optim.Adam)
+    shutil.copytree(ROOT / "tests" / "fixtures" / fixture, tmp_path, dirs_exist_ok=True)
+    saved = PPO.load(tmp_path / "checkpoints" / run / "final.zip", device="cpu")
     outcome = train(
-        TrainRequest(tmp_path, "branch", {"timesteps": 1024, "port": 29640}, resume="oldmain"),
+        TrainRequest(tmp_path, "branch", {"timesteps": 1024, "port": port}, resume=run),
         Console(quiet=True),
     )
     assert outcome.status == "finished", outcome.error
     resumed = PPO.load(tmp_path / "checkpoints" / "branch" / "final.zip", device="cpu")
     assert resumed.num_timesteps == saved.num_timesteps + 1024
-    assert resumed.batch_size == 512
     steps = resumed.policy.optimizer.state_dict()["state"][0]["step"]
     assert float(steps) > float(saved.policy.optimizer.state_dict()["state"][0]["step"])
+    return saved, resumed
+
+
+def test_a_checkpoint_from_before_lean_ppo_resumes(tmp_path: Path) -> None:
+    """A run trained by main before this collector and optimizer (plain PPO, torch's
+    Adam, batch_size 512 in its run.json) resumes: its moments load into LeanAdam and
+    its step count goes on."""
+    saved, resumed = _resume_fixture(tmp_path, "before_lean_ppo", "oldmain", 29640)
+    assert isinstance(saved.policy.optimizer, torch.optim.Adam)
+    assert resumed.batch_size == 512
+
+
+def test_a_checkpoint_from_before_the_numpy_update_resumes(tmp_path: Path) -> None:
+    """A run trained by main before the numpy update (commit 449c916: LeanAdam with
+    eps 1e-8, n-steps 64) resumes through it with its own rollout and its optimizer's
+    settings, and its moments go on from where they were."""
+    saved, resumed = _resume_fixture(tmp_path, "before_numpy_update", "mainbefore", 29650)
+    assert resumed.n_steps == saved.n_steps == 64
+    assert resumed.policy.optimizer.param_groups[0]["eps"] == 1e-8
 
 
 @pytest.mark.parametrize("discrete", [False, True])

@@ -197,6 +197,8 @@ class _Minibatch:
     entropy_loss: float
     clip_fraction: float
     approx_kl: float
+    stop: bool
+    """The KL passed ``target_kl``'s bound: SB3 stops before this minibatch's step."""
 
 
 class _Update:
@@ -229,13 +231,12 @@ class _Update:
             else None
         )
 
-    def minibatch(
-        self, batch: np.ndarray, columns: _Columns, stop_kl: float | None
-    ) -> _Minibatch | None:
+    def minibatch(self, batch: np.ndarray, columns: _Columns, stop_kl: float | None) -> _Minibatch:
         """Compute the minibatch's loss and add its gradient to the flat gradients.
 
         :param stop_kl: with ``target_kl``, the approximate KL at which SB3 stops before
-            this minibatch's step: then None is returned and nothing is added.
+            this minibatch's step (its losses still logged): then the result says
+            ``stop`` and no gradient is added.
         """
         model = self.model
         size = batch.shape[0]
@@ -266,8 +267,6 @@ class _Update:
         log_ratio = log_prob - batch[:, columns.old_log_prob]
         ratio = np.exp(log_ratio)
         approx_kl = float(np.mean((ratio - 1) - log_ratio))
-        if stop_kl is not None and approx_kl > stop_kl:
-            return None
         low, high = 1 - self.clip_range, 1 + self.clip_range
         unclipped = advantages * ratio
         clipped = advantages * np.clip(ratio, low, high)
@@ -289,6 +288,16 @@ class _Update:
         grad_values = (model.vf_coef * 2 / size) * error
         if value_gate is not None:
             grad_values = grad_values * value_gate
+        result = _Minibatch(
+            policy_loss=policy_loss,
+            value_loss=value_loss,
+            entropy_loss=entropy_loss,
+            clip_fraction=float(np.mean(np.abs(ratio - 1) > self.clip_range)),
+            approx_kl=approx_kl,
+            stop=stop_kl is not None and approx_kl > stop_kl,
+        )
+        if result.stop:
+            return result
         ent_coef = model.ent_coef
         if self.continuous:
             grad_head = (grad_log_prob[:, None] * z) * inv_std
@@ -299,13 +308,7 @@ class _Update:
             grad_head += (ent_coef / size) * p * (log_p + entropy[:, None])
         backward(self.pi_layers, obs, pi_out, grad_head.astype(np.float32, copy=False))
         backward(self.vf_layers, obs, vf_out, grad_values.astype(np.float32)[:, None])
-        return _Minibatch(
-            policy_loss=policy_loss,
-            value_loss=value_loss,
-            entropy_loss=entropy_loss,
-            clip_fraction=float(np.mean(np.abs(ratio - 1) > self.clip_range)),
-            approx_kl=approx_kl,
-        )
+        return result
 
 
 def lean_train(model: LeanPPO) -> None:
@@ -335,13 +338,13 @@ def lean_train(model: LeanPPO) -> None:
                 batch = columns.data[order[start : start + model.batch_size]]
                 flat.grads.fill(0)
                 result = update.minibatch(batch, columns, stop_kl)
-                if result is None:
+                done.append(result)
+                epoch_kls.append(result.approx_kl)
+                if result.stop:
                     stopped = True
                     if model.verbose >= 1:
                         print(f"Early stopping at step {epoch} due to reaching max kl")
                     break
-                done.append(result)
-                epoch_kls.append(result.approx_kl)
                 flat.clip_grad_norm(model.max_grad_norm)
                 flat.adam_step()
             model._n_updates += 1
