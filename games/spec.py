@@ -111,6 +111,9 @@ class GameEntry:
     :param sides: the policy names of a game played by sides (``--self-play``, matches);
         empty for a game whose agents all play alike.
     :param page_plays: whether its web page plays a bot of these ``--game-arg`` settings.
+    :param train_defaults: training settings this game learns best with, measured on it
+        (as RL Zoo keeps hyperparameters per environment): a new run of the bundled game
+        starts from them, under its config file and flags; a game binary never gets them.
     """
 
     name: str
@@ -130,6 +133,7 @@ class GameEntry:
     build_name: str | None = None
     race_reward: float | None = None
     sides: tuple[str, ...] = ()
+    train_defaults: dict[str, Any] = field(default_factory=dict)
     page_plays: Callable[[GameArgs], bool] = lambda _game_args: True
     """Whether the web page plays a bot of these ``--game-arg`` settings (the duel's page
     plays the race, not the chase)."""

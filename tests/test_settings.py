@@ -121,3 +121,22 @@ def test_every_option_changes_the_setting_it_names(
         assert getattr(config, item.name) == expected, item.name
         others = {f.name for f in fields(TrainConfig)} - {item.name, *needs}
         assert all(getattr(config, name) == getattr(defaults, name) for name in others), argv
+
+
+def test_a_new_run_starts_from_its_games_tuned_settings(tmp_path: Path) -> None:
+    """The bundled lander trains with 32-step rollouts unless told otherwise; the stroke
+    game (rewards that come late) and a game binary keep the general 64; a config file or
+    a flag wins over the game's own (a resume keeps what its run recorded:
+    tests/test_lean_ppo.py resumes a 64-step run of the lander as 64)."""
+    config_file = tmp_path / "plan.toml"
+    config_file.write_text("n_steps = 16\n")
+
+    def planned(**request: Any) -> int:
+        return plan_training(TrainRequest(tmp_path, "tuned", **request)).config.n_steps
+
+    assert planned(overrides={}) == 32
+    assert planned(overrides={"n_steps": 48}) == 48
+    assert planned(overrides={}, config_file=config_file) == 16
+    assert planned(overrides={"game": "stroke"}) == 64
+    assert planned(overrides={"game_bin": "/bin/true"}) == 64
+    assert TrainConfig().n_steps == 64

@@ -196,11 +196,12 @@ class TrainConfig:
     learning_rate: float = setting(
         2e-3, help="Adam step size.", low=1e-12, resumable=True, panel="PPO"
     )
-    # 32 since issue 30's second round (numpy's update made updates cheap): the same time
-    # to reward 200 or less on the bundled and Godot games with a quarter fewer samples.
+    # A game may train best with another (games/*/entry.py train_defaults: the bundled
+    # lander takes 32); 64 suits games with rewards that come late.
     n_steps: int = setting(
-        32,
-        help="Steps per env per rollout (rollout = n-steps x instances x agents).",
+        64,
+        help="Steps per env per rollout (rollout = n-steps x instances x agents; the bundled "
+        "lander game's own default: 32).",
         low=1,
         resumable=True,
         panel="PPO",

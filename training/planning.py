@@ -11,6 +11,7 @@ from typing import Any
 
 from rich.console import Console
 
+from games import BUNDLED_GAMES, game_entry
 from training.bots import trained_with
 from training.checkpoints import ResumePoint, find_resume_point
 from training.config import (
@@ -88,6 +89,24 @@ class TrainPlan:
     name); their spaces are checked against the game's once it answers."""
 
 
+def _given_settings(base: TrainConfig, request: TrainRequest) -> TrainConfig:
+    """``base`` under the request's config file, then its flags."""
+    config = base
+    if request.config_file is not None:
+        config = apply_overrides(
+            config, load_config_file(request.config_file), f"config file {request.config_file}"
+        )
+    return apply_overrides(config, request.overrides, "flags").validate()
+
+
+def _game_defaults(config: TrainConfig) -> dict[str, Any]:
+    """The settings a new run of a bundled game starts from (its registry entry's
+    ``train_defaults``); none for a game binary, which is another game."""
+    if config.game_bin is not None or config.game not in BUNDLED_GAMES:
+        return {}
+    return dict(game_entry(config.game).train_defaults)
+
+
 def plan_training(request: TrainRequest, console: Console | None = None) -> TrainPlan:
     """Resolve a request into a configuration without writing anything.
 
@@ -134,12 +153,13 @@ def plan_training(request: TrainRequest, console: Console | None = None) -> Trai
             f"run {request.run!r} was trained in another checkout, which alone writes its files: "
             f"continue it there, or branch it here with: lander resume {request.run} --as NEW_NAME"
         )
-    config = base
-    if request.config_file is not None:
-        config = apply_overrides(
-            config, load_config_file(request.config_file), f"config file {request.config_file}"
-        )
-    config = apply_overrides(config, request.overrides, "flags").validate()
+    config = _given_settings(base, request)
+    if resume_point is None:
+        tuned = _game_defaults(config)
+        if tuned:
+            config = _given_settings(
+                apply_overrides(base, tuned, f"the {config.game} game"), request
+            )
     named_here = "game_bin" in request.overrides
     if foreign_game is not None and config.game_bin == foreign_game and not named_here:
         raise game_not_given(f"run {source_run} (trained in another checkout)", foreign_game)

@@ -1,0 +1,58 @@
+"""The lander's camera: a small picture of the arena instead of coordinates.
+
+``--observation=pixels`` makes the game send each agent this frame under the image key
+``camera_2d`` (a key with ``2d`` in it: the Godot RL Agents plugin's mark for a camera
+sensor), channels first, uint8, hex-encoded as the plugin encodes its cameras. One frame
+has no velocity in it, so its three channels are the lander now, where the lander was a
+quarter of a second ago at its present velocity (its trail), and the target: a policy
+sees where it is, where it is heading and where it must go, as a pilot looking at the
+screen would. Points are drawn with bilinear weights, so positions between pixels are
+seen too.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from games.lander.physics import HEIGHT, WIDTH
+
+FRAME_HEIGHT = 36
+FRAME_WIDTH = 48
+"""36 x 48 pixels: 2.4 a unit of the 20 x 15 arena; 36 is the smallest side SB3's CNN takes."""
+CHANNELS = 3
+FRAME_SHAPE = (CHANNELS, FRAME_HEIGHT, FRAME_WIDTH)
+CAMERA_KEY = "camera_2d"
+TRAIL_S = 0.25
+"""How far back along its velocity the lander's trail is drawn, in game seconds."""
+_PIXELS_PER_UNIT = FRAME_WIDTH / WIDTH
+assert abs(FRAME_HEIGHT / HEIGHT - _PIXELS_PER_UNIT) < 1e-9, "square pixels"
+
+
+def camera_frames(pos: np.ndarray, vel: np.ndarray, target: np.ndarray) -> np.ndarray:
+    """Every agent's frame, shape (K, 3, 36, 48), uint8.
+
+    :param pos: positions (K, 2) in arena units, y up.
+    :param vel: velocities (K, 2) in units a second.
+    :param target: targets (K, 2) in arena units.
+    """
+    count = pos.shape[0]
+    frames = np.zeros((count, *FRAME_SHAPE), dtype=np.float32)
+    agents = np.arange(count)
+    for channel, points in enumerate((pos, pos - vel * TRAIL_S, target)):
+        # Pixel centres at half-integers; row 0 is the top of the arena.
+        x = points[:, 0] * _PIXELS_PER_UNIT - 0.5
+        y = (HEIGHT - points[:, 1]) * _PIXELS_PER_UNIT - 0.5
+        left, top = np.floor(x), np.floor(y)
+        fx, fy = x - left, y - top
+        for dy, wy in ((0, 1 - fy), (1, fy)):
+            for dx, wx in ((0, 1 - fx), (1, fx)):
+                row = (top + dy).astype(np.int64)
+                col = (left + dx).astype(np.int64)
+                inside = (row >= 0) & (row < FRAME_HEIGHT) & (col >= 0) & (col < FRAME_WIDTH)
+                frames[agents[inside], channel, row[inside], col[inside]] += (wy * wx)[inside]
+    return np.minimum(frames * 255.0 + 0.5, 255.0).astype(np.uint8)
+
+
+def hex_frames(frames: np.ndarray) -> list[str]:
+    """Each frame as the plugin sends a camera: its bytes as one hex string."""
+    return [frame.tobytes().hex() for frame in frames]
