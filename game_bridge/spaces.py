@@ -415,6 +415,28 @@ def _check_agent_count(observations: Any, n_agents: int, instance: int | None) -
         )
 
 
+def _decode_images(values: list[Any], shape: tuple[int, ...]) -> np.ndarray:
+    """Camera frames as the plugin sends them (each a hex string of uint8, in the declared
+    shape's order), one array; what does not fit is refused, naming the agent.
+
+    :raises ValueError: a value that is not hex text, or of another size.
+    """
+    wanted = int(np.prod(shape))
+    frames = []
+    for agent, value in enumerate(values):
+        try:
+            frame = bytes.fromhex(value)
+        except (TypeError, ValueError):
+            raise ValueError(f"agent {agent} sent {str(value)[:20]!r}, not hex text") from None
+        if len(frame) != wanted:
+            raise ValueError(
+                f"agent {agent} sent {len(frame):,} bytes; its shape {list(shape)} needs {wanted:,}"
+            )
+        frames.append(frame)
+    # A bytearray: the frames stay writable (torch refuses to wrap read-only memory).
+    return np.frombuffer(bytearray(b"".join(frames)), dtype=np.uint8).reshape((len(values), *shape))
+
+
 class ObservationCodec:
     """Turns the game's per-agent observation dicts into numpy batches."""
 
@@ -425,8 +447,7 @@ class ObservationCodec:
         space = entry.space
         if entry.is_image:
             assert isinstance(space, spaces.Box)
-            raw = b"".join(bytes.fromhex(value) for value in values)
-            return np.frombuffer(raw, dtype=np.uint8).reshape((len(values), *space.shape))
+            return _decode_images(values, space.shape)
         if isinstance(space, spaces.Discrete):
             return np.asarray(values, dtype=np.int64).reshape(len(values))
         assert isinstance(space, spaces.Box)

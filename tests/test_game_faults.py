@@ -137,6 +137,45 @@ def test_a_faulty_game_is_restarted_and_its_episodes_end_truncated(
         env.close()
 
 
+CAMERA_FAULTS = [
+    (transport, fault, text)
+    for transport in TRANSPORTS
+    for fault, text in [
+        ("badimage", "sent 11 bytes; its shape [3, 2, 2] needs 12"),
+        ("nothex", "sent 'not a picture', not hex text"),
+    ]
+]
+
+
+@pytest.mark.parametrize(
+    ("transport", "fault", "text"), CAMERA_FAULTS, ids=[f"{t}-{f}" for t, f, _ in CAMERA_FAULTS]
+)
+def test_a_camera_frame_that_does_not_fit_is_a_named_fault_and_restarted(
+    tmp_path: Path, transport: str, fault: str, text: str
+) -> None:
+    """A camera key beside a vector key decodes to uint8 frames in the declared shape; a
+    frame of the wrong size, or not hex, is a game fault naming the key and the agent,
+    and the game is restarted like any other."""
+    config = faulty_games(
+        transport, f"--fault={fault}", "--after=3", "--camera=1", f"--once_marker={tmp_path}",
+        read_timeout=1.5,
+    )  # fmt: skip
+    env = GameVecEnv(config, max_restarts_per_minute=5)
+    try:
+        obs = env.reset()
+        assert isinstance(obs, dict) and list(obs) == ["obs", "camera_2d"]
+        assert obs["camera_2d"].shape == (4, 3, 2, 2) and obs["camera_2d"].dtype == np.uint8
+        _step(env, 3)
+        _, _, dones, infos = _step(env)
+        assert dones.all() and all(info["TimeLimit.truncated"] for info in infos)
+        reason = env.restarts[0].reason
+        assert "observation 'camera_2d'" in reason and text in reason, reason
+        obs, _, dones, _ = _step(env, 20)  # the restarted games send whole frames again
+        assert not dones.any() and (obs["camera_2d"] == 0x7F).all()
+    finally:
+        env.close()
+
+
 @pytest.mark.parametrize(
     ("transport", "error", "text"),
     [

@@ -18,6 +18,7 @@ import numpy as np
 
 from game_bridge import protocol
 from game_bridge.game_loop import StepPacer, read_arguments, run_game
+from games.lander.camera import CAMERA_KEY, FRAME_SHAPE, camera_frames, hex_frames
 from games.lander.physics import (
     ACTION_SIZE,
     N_DISCRETE_ACTIONS,
@@ -42,6 +43,8 @@ class GameSettings:
     agents: int = 1
     action_type: str = "continuous"
     difficulty: int = 1
+    observation: str = "vector"
+    """``vector`` (7 coordinates) or ``pixels`` (a camera frame: games/lander/camera.py)."""
     bot: str = ""  # a bot JSON to play without a trainer
 
 
@@ -60,6 +63,9 @@ def parse_arguments(argv: list[str]) -> GameSettings:
     settings.action_type = values.get("action_type", settings.action_type)
     settings.difficulty = int(values.get("difficulty", settings.difficulty))
     settings.bot = values.get("bot", "")
+    settings.observation = values.get("observation", settings.observation)
+    if settings.observation not in ("vector", "pixels"):
+        raise ValueError(f"--observation must be vector or pixels, got {settings.observation!r}")
     if settings.action_type not in ("continuous", "discrete"):
         raise ValueError(
             f"--action_type must be continuous or discrete, got {settings.action_type!r}"
@@ -84,6 +90,7 @@ class LanderGame:
         )
         self.pacer = StepPacer.for_game(settings.action_repeat, TICKS_PER_SECOND, settings.speedup)
         self.fast = False  # set when the trainer offers lander's binary encoding
+        self.pixels = settings.observation == "pixels"
 
     def env_info(self) -> dict[str, Any]:
         """The ``env_info`` reply: the same spaces for every agent."""
@@ -93,9 +100,14 @@ class LanderGame:
             if self.discrete
             else {"size": ACTION_SIZE, "action_type": "continuous"}
         )
+        observation = (
+            {CAMERA_KEY: {"size": list(FRAME_SHAPE), "space": "box"}}
+            if self.pixels
+            else {OBS_KEY: {"size": [OBS_SIZE], "space": "box"}}
+        )
         reply = {
             "type": "env_info",
-            "observation_space": [{OBS_KEY: {"size": [OBS_SIZE], "space": "box"}}] * n,
+            "observation_space": [observation] * n,
             "action_space": [{ACTION_KEY: action}] * n,
             "n_agents": n,
             "agent_policy_names": ["shared_policy"] * n,
@@ -107,8 +119,17 @@ class LanderGame:
     def reset(self) -> dict[str, Any]:
         """Reset every agent (the trainer's ``reset``)."""
         self.physics.reset_agents(np.ones(self.settings.agents, dtype=bool))
-        obs = protocol.wire_floats(self.physics.observe())
-        return {"type": "reset", "obs": [{OBS_KEY: row} for row in obs], "info": [{}] * len(obs)}
+        obs = self._observations()
+        return {"type": "reset", "obs": obs, "info": [{}] * len(obs)}
+
+    def _observations(self) -> list[dict[str, Any]]:
+        """Every agent's observation as the wire carries it: its coordinates, or its
+        camera frame hex-encoded (the plugin's encoding of a camera sensor)."""
+        physics = self.physics
+        if self.pixels:
+            frames = camera_frames(physics.pos, physics.vel, physics.target)
+            return [{CAMERA_KEY: frame} for frame in hex_frames(frames)]
+        return [{OBS_KEY: row} for row in protocol.wire_floats(physics.observe())]
 
     def _read_actions(self, message: dict[str, Any]) -> np.ndarray:
         actions = message.get("action")
@@ -133,6 +154,8 @@ class LanderGame:
 
     def step(self, message: dict[str, Any]) -> dict[str, Any]:
         """Apply one action per agent, reset finished agents, build the ``step`` reply."""
+        if self.pixels:
+            return self._step_pixels(self._read_actions(message))
         result, done, obs = self._advance(self._read_actions(message))
         infos: list[dict[str, Any]] = [{} for _ in range(self.settings.agents)]
         if done.any():
@@ -144,6 +167,33 @@ class LanderGame:
                     "terminal_observation": {OBS_KEY: terminal[index]},
                 }
         return protocol.step_message(OBS_KEY, obs, result.reward, done, infos)
+
+    def _step_pixels(self, actions: np.ndarray) -> dict[str, Any]:
+        """A step whose observations are camera frames; a finished agent's last frame is
+        taken before its reset, as its terminal observation."""
+        self.pacer.wait()
+        physics = self.physics
+        result = physics.step(actions)
+        done = result.terminated | result.truncated
+        infos: list[dict[str, Any]] = [{} for _ in range(self.settings.agents)]
+        if done.any():
+            last = hex_frames(
+                camera_frames(physics.pos[done], physics.vel[done], physics.target[done])
+            )
+            for index, frame in zip(np.flatnonzero(done).tolist(), last, strict=True):
+                infos[index] = {
+                    "is_success": bool(result.success[index]),
+                    "TimeLimit.truncated": bool(result.truncated[index]),
+                    "terminal_observation": {CAMERA_KEY: frame},
+                }
+            physics.reset_agents(done)
+        return {
+            "type": "step",
+            "obs": self._observations(),
+            "reward": protocol.wire_floats(result.reward),
+            "done": done.tolist(),
+            "info": infos,
+        }
 
     def step_binary(self, body: bytes) -> bytes:
         """The same step in lander's binary encoding (after the trainer offered it)."""
@@ -202,7 +252,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     if settings.bot:
         return play_alone(settings)
-    return run_game(LanderGame(settings), values, "lander-game", fast_capable=True)
+    fast = settings.observation == "vector"  # lander's binary steps carry coordinates only
+    return run_game(LanderGame(settings), values, "lander-game", fast_capable=fast)
 
 
 if __name__ == "__main__":

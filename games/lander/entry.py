@@ -20,15 +20,23 @@ def _in_process_kwargs(game_args: GameArgs, action_repeat: int | None) -> dict[s
         kwargs["action_type"] = game_args["action_type"]
     if "difficulty" in game_args:
         kwargs["difficulty"] = int(game_args["difficulty"])
+    if "observation" in game_args:
+        kwargs["observation"] = game_args["observation"]
     if action_repeat is not None:
         kwargs["action_repeat"] = action_repeat
     return kwargs
 
 
 def _record_name(game_args: GameArgs) -> str:
-    """A harder lander is another game to champion."""
+    """A harder lander is another game to champion, and so is the lander seen through
+    its camera (its bots read frames, not coordinates)."""
+    parts = []
     difficulty = str(game_args.get("difficulty", "1"))
-    return "lander" if difficulty == "1" else f"lander (difficulty {difficulty})"
+    if difficulty != "1":
+        parts.append(f"difficulty {difficulty}")
+    if game_args.get("observation") == "pixels":
+        parts.append("pixels")
+    return f"lander ({', '.join(parts)})" if parts else "lander"
 
 
 def _play(bot: BotRunner, options: PlayOptions) -> PlayResult:
@@ -82,6 +90,7 @@ ENTRY = GameEntry(
     game_args={
         "action_type": ("continuous", "discrete"),
         "difficulty": ("0", "1", "2"),
+        "observation": ("vector", "pixels"),
         "agents": None,
     },
     in_process_kwargs=_in_process_kwargs,

@@ -12,6 +12,7 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
+from games.lander.camera import FRAME_SHAPE, camera_frames
 from games.lander.physics import ACTION_SIZE, N_DISCRETE_ACTIONS, OBS_SIZE, LanderPhysics
 
 
@@ -21,17 +22,29 @@ class LanderEnv(gym.Env[np.ndarray, Any]):
     :param action_type: ``"continuous"`` (main and lateral thrust in [-1, 1]) or ``"discrete"``.
     :param action_repeat: physics ticks per step.
     :param difficulty: see :data:`games.lander.physics.DIFFICULTY_LEVELS`.
+    :param observation: ``"vector"`` (coordinates) or ``"pixels"`` (games/lander/camera.py).
     """
 
     metadata: dict[str, Any] = {"render_modes": []}  # noqa: RUF012 (gymnasium's own convention)
 
     def __init__(
-        self, action_type: str = "continuous", action_repeat: int = 6, difficulty: int = 1
+        self,
+        action_type: str = "continuous",
+        action_repeat: int = 6,
+        difficulty: int = 1,
+        observation: str = "vector",
     ) -> None:
         if action_type not in ("continuous", "discrete"):
             raise ValueError(f"action_type must be 'continuous' or 'discrete', got {action_type!r}")
+        if observation not in ("vector", "pixels"):
+            raise ValueError(f"observation must be 'vector' or 'pixels', got {observation!r}")
         self.discrete = action_type == "discrete"
-        self.observation_space = spaces.Box(-1.0, 1.0, (OBS_SIZE,), np.float32)
+        self.pixels = observation == "pixels"
+        self.observation_space: spaces.Box = (
+            spaces.Box(0, 255, FRAME_SHAPE, np.uint8)
+            if self.pixels
+            else spaces.Box(-1.0, 1.0, (OBS_SIZE,), np.float32)
+        )
         self.action_space: spaces.Space[Any] = (
             spaces.Discrete(N_DISCRETE_ACTIONS)
             if self.discrete
@@ -46,7 +59,13 @@ class LanderEnv(gym.Env[np.ndarray, Any]):
         if seed is not None:
             self.physics.seed(seed)
         self.physics.reset_agents(np.ones(1, dtype=bool))
-        return self.physics.observe()[0], {}
+        return self._observe(self.physics.observe()[0]), {}
+
+    def _observe(self, coordinates: np.ndarray) -> np.ndarray:
+        if not self.pixels:
+            return coordinates
+        physics = self.physics
+        return camera_frames(physics.pos, physics.vel, physics.target)[0]
 
     def step(self, action: Any) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
         result = self.physics.step(
@@ -57,7 +76,7 @@ class LanderEnv(gym.Env[np.ndarray, Any]):
         info: dict[str, Any] = {}
         if terminated or truncated:
             info["is_success"] = bool(result.success[0])
-        return result.obs[0], float(result.reward[0]), terminated, truncated, info
+        return self._observe(result.obs[0]), float(result.reward[0]), terminated, truncated, info
 
 
 ENV_ID = "Lander-v0"

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from games.lander.camera import camera_frames
 from games.lander.controllers import random_actions, reference_actions, reference_discrete_actions
 from games.lander.physics import LanderPhysics
 from games.spec import GameArgs, Policy
@@ -22,6 +23,8 @@ class LanderSettings:
     discrete: bool = False
     action_repeat: int = DEFAULT_ACTION_REPEAT
     difficulty: int = 1
+    pixels: bool = False
+    """The policy sees camera frames (``--game-arg observation=pixels``)."""
 
     @classmethod
     def from_game(cls, game_args: GameArgs, action_repeat: int | None) -> LanderSettings:
@@ -30,17 +33,22 @@ class LanderSettings:
             discrete=game_args.get("action_type") == "discrete",
             action_repeat=int(action_repeat or DEFAULT_ACTION_REPEAT),
             difficulty=int(game_args.get("difficulty", 1)),
+            pixels=game_args.get("observation") == "pixels",
         )
 
     def play(self, policy: Policy, episodes: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
-        """Play ``episodes`` episodes at once, one agent each; return (returns, successes)."""
+        """Play ``episodes`` episodes at once, one agent each; return (returns, successes).
+        With pixels the policy sees camera frames, except the baselines, which read
+        coordinates (the same episodes, so the normalized score means the same)."""
         physics = LanderPhysics(episodes, seed, self.action_repeat, self.discrete, self.difficulty)
         returns = np.zeros(episodes)
         successes = np.zeros(episodes, dtype=bool)
         running = np.ones(episodes, dtype=bool)
+        frames = self.pixels and not isinstance(policy, _Baseline)
         obs = physics.observe()
         while running.any():
-            result = physics.step(policy(obs))
+            seen = camera_frames(physics.pos, physics.vel, physics.target) if frames else obs
+            result = physics.step(policy(seen))
             returns += np.where(running, result.reward, 0.0)
             ended = running & (result.terminated | result.truncated)
             successes |= ended & result.success
@@ -51,4 +59,14 @@ class LanderSettings:
     def baseline_policies(self, rng: np.random.Generator) -> tuple[Policy, Policy]:
         """The random policy (score 0) and the reference controller (score 1)."""
         reference = reference_discrete_actions if self.discrete else reference_actions
-        return (lambda o: random_actions(rng, len(o), self.discrete)), reference
+        return _Baseline(lambda o: random_actions(rng, len(o), self.discrete)), _Baseline(reference)
+
+
+@dataclass(frozen=True)
+class _Baseline:
+    """A baseline policy: it reads the coordinates whatever the run's policy sees."""
+
+    act: Policy
+
+    def __call__(self, obs: np.ndarray) -> np.ndarray:
+        return self.act(obs)

@@ -6,7 +6,8 @@ when the trainer passes ``--transport=stdio``. Written from the protocol text al
 answering), oversize (a frame past any limit: a 2 GB length prefix, or a 300,000-byte
 line), badjson (a message that is not JSON), wrongtype (replies with type "reset" to an
 action), wrongcount (replies for one agent too few), trickle (a valid reply one byte
-every 0.2 s), huge (finite in JSON, infinite as float32), noconnect (exits with code 4
+every 0.2 s), huge (finite in JSON, infinite as float32), badimage and nothex (with ``--camera=1``: a
+camera frame one byte short, or not hex), noconnect (exits with code 4
 before connecting, or before answering env_info on stdio), none (behaves).
 ``--ignore_close=1`` ignores the close message. ``--once_marker=DIR`` makes each
 instance (by its seed) fault only once: a restarted game behaves.
@@ -77,10 +78,22 @@ class Stdio:
         os.close(1)
 
 
-def step_reply(agents=AGENTS, value=0.0):
+CAMERA = arg("camera", "0") == "1"
+"""``--camera=1``: each agent also sees a 3 x 2 x 2 camera frame (key ``camera_2d``)."""
+FRAME = "7f" * 12
+
+
+def observation(value=0.0, frame=FRAME):
+    seen = {"obs": [value, value]}
+    if CAMERA:
+        seen["camera_2d"] = frame
+    return seen
+
+
+def step_reply(agents=AGENTS, value=0.0, frame=FRAME):
     return {
         "type": "step",
-        "obs": [{"obs": [value, value]} for _ in range(agents)],
+        "obs": [observation(value, frame) for _ in range(agents)],
         "reward": [value] * agents,
         "done": [False] * agents,
         "info": [{}] * agents,
@@ -104,6 +117,10 @@ def inject(channel, fault):
         channel.send(step_reply(AGENTS - 1))
     elif fault == "huge":
         channel.send(step_reply(value=1e300))
+    elif fault == "badimage":  # a camera frame one byte short
+        channel.send(step_reply(frame=FRAME[:-2]))
+    elif fault == "nothex":
+        channel.send(step_reply(frame="not a picture"))
     elif fault == "trickle":
         for byte in channel.frame(json.dumps(step_reply()).encode()):
             channel.raw(bytes([byte]))
@@ -137,7 +154,10 @@ def main():
             channel.send(
                 {
                     "type": "env_info",
-                    "observation_space": {"obs": {"size": [2], "space": "box"}},
+                    "observation_space": {
+                        "obs": {"size": [2], "space": "box"},
+                        **({"camera_2d": {"size": [3, 2, 2], "space": "box"}} if CAMERA else {}),
+                    },
                     "action_space": {"move": {"size": 1, "action_type": "continuous"}},
                     "n_agents": AGENTS,
                 }
