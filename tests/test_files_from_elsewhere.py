@@ -281,8 +281,8 @@ def test_input_that_names_nothing_sound_is_one_line(tmp_path: Path) -> None:
             check=False, stdin=subprocess.DEVNULL,
         )  # fmt: skip
         one_line_error(result, "LANDER_GIT_TIMEOUT", repr(value))
-    unknown = lander(tmp_path, "train", "p", "--game-arg", "observation=pixels", "--no-git")
-    one_line_error(unknown, "observation", "action_type", "difficulty")
+    unknown = lander(tmp_path, "train", "p", "--game-arg", "gravity=low", "--no-git")
+    one_line_error(unknown, "gravity", "action_type", "difficulty", "observation")
     assert not (tmp_path / "checkpoints" / "p").exists()
     stroke = lander(tmp_path, "train", "p", "--game", "stroke", "--game-arg", "reward_mode=later")
     one_line_error(stroke, "reward_mode", "delayed")
