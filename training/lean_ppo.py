@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import copy
 import functools
-import math
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -46,9 +45,7 @@ from stable_baselines3.common.vec_env import VecEnv
 
 from training.lean_adam import LeanAdam
 from training.lean_update import lean_train, lean_update_fits
-from training.numpy_policy import NumpyActor, numpy_fits
-
-_HALF_LOG_2PI = 0.5 * math.log(2 * math.pi)
+from training.numpy_policy import HALF_LOG_2PI, NumpyActor, numpy_fits
 
 
 class LeanPPO(PPO):
@@ -337,7 +334,7 @@ def _act(
         log_std = policy.log_std
         noise = torch.randn_like(head)
         actions = head + noise * log_std.exp()
-        log_probs = (-0.5 * noise.square() - log_std - _HALF_LOG_2PI).sum(dim=1)
+        log_probs = (-0.5 * noise.square() - log_std - HALF_LOG_2PI).sum(dim=1)
     else:
         log_p = torch.log_softmax(head, dim=1)
         actions = torch.multinomial(log_p.exp(), 1)
@@ -356,8 +353,8 @@ def _evaluate_actions(
     if isinstance(space, spaces.Box):
         log_std = policy.log_std
         z = (actions - head) * torch.exp(-log_std)
-        log_prob = (-0.5 * z.square() - log_std - _HALF_LOG_2PI).sum(dim=1)
-        entropy = (0.5 + _HALF_LOG_2PI + log_std).sum().expand(head.shape[0])
+        log_prob = (-0.5 * z.square() - log_std - HALF_LOG_2PI).sum(dim=1)
+        entropy = (0.5 + HALF_LOG_2PI + log_std).sum().expand(head.shape[0])
     else:
         log_p = torch.log_softmax(head, dim=1)
         log_prob = log_p.gather(1, actions.long().reshape(-1, 1)).flatten()

@@ -39,7 +39,16 @@ from stable_baselines3.common.utils import explained_variance
 from torch import nn
 
 from training.lean_adam import LeanAdam
-from training.numpy_policy import HALF_LOG_2PI, Dense, backward, forward, numpy_fits, policy_stacks
+from training.numpy_policy import (
+    HALF_LOG_2PI,
+    Dense,
+    backward,
+    forward,
+    gaussian_log_prob,
+    log_softmax,
+    numpy_fits,
+    policy_stacks,
+)
 
 if TYPE_CHECKING:
     from training.lean_ppo import LeanPPO
@@ -206,7 +215,6 @@ class _Update:
 
     def __init__(self, model: LeanPPO, flat: FlatParameters) -> None:
         self.model = model
-        self.flat = flat
 
         def dense(linear: nn.Linear, tanh: bool | None) -> Dense:
             return Dense(
@@ -248,12 +256,11 @@ class _Update:
             actions = batch[:, columns.actions]
             inv_std = np.exp(-self.log_std)
             z = (actions - head) * inv_std
-            log_prob = (-0.5 * z * z - self.log_std - HALF_LOG_2PI).sum(axis=1)
+            log_prob = gaussian_log_prob(z, self.log_std)
             entropy_loss = -float((0.5 + HALF_LOG_2PI + self.log_std).sum())
         else:
             chosen = batch[:, columns.actions.start].astype(np.int64)
-            shifted = head - head.max(axis=1, keepdims=True)
-            log_p = shifted - np.log(np.exp(shifted).sum(axis=1, keepdims=True))
+            log_p = log_softmax(head)
             p = np.exp(log_p)
             rows = np.arange(size)
             log_prob = log_p[rows, chosen]

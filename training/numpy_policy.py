@@ -128,6 +128,17 @@ def backward(stack: Stack, x: np.ndarray, outputs: list[np.ndarray], grad: np.nd
         grad = stack[index].backward(inputs[index], outputs[index], grad, need_input=index > 0)
 
 
+def log_softmax(logits: np.ndarray) -> np.ndarray:
+    """Log-probabilities of a batch of categorical logits (each row), stable for large ones."""
+    shifted = logits - logits.max(axis=1, keepdims=True)
+    return shifted - np.log(np.exp(shifted).sum(axis=1, keepdims=True))
+
+
+def gaussian_log_prob(z: np.ndarray, log_std: np.ndarray) -> np.ndarray:
+    """Log-density of a diagonal Gaussian at standardised offsets ``z`` (each row)."""
+    return (-0.5 * z * z - log_std - HALF_LOG_2PI).sum(axis=1)
+
+
 def _output(stack: Stack, x: np.ndarray) -> np.ndarray:
     for layer in stack:
         x = layer.forward(x)
@@ -156,10 +167,8 @@ class NumpyActor:
         if self.continuous:
             noise = torch.randn(head.shape).numpy()
             actions = head + noise * np.exp(self.log_std)
-            log_probs = (-0.5 * noise * noise - self.log_std - HALF_LOG_2PI).sum(axis=1)
-            return actions, values, log_probs
-        shifted = head - head.max(axis=1, keepdims=True)
-        log_p = shifted - np.log(np.exp(shifted).sum(axis=1, keepdims=True))
+            return actions, values, gaussian_log_prob(noise, self.log_std)
+        log_p = log_softmax(head)
         chosen = torch.multinomial(torch.from_numpy(np.exp(log_p)), 1).numpy()[:, 0]
         return chosen, values, log_p[np.arange(len(chosen)), chosen]
 
