@@ -89,13 +89,13 @@ class TrainPlan:
     name); their spaces are checked against the game's once it answers."""
 
 
-def _given_settings(base: TrainConfig, request: TrainRequest) -> TrainConfig:
-    """``base`` under the request's config file, then its flags."""
+def _given_settings(
+    base: TrainConfig, file_settings: dict[str, Any], request: TrainRequest
+) -> TrainConfig:
+    """``base`` under the request's config file (read once, by the caller), then its flags."""
     config = base
     if request.config_file is not None:
-        config = apply_overrides(
-            config, load_config_file(request.config_file), f"config file {request.config_file}"
-        )
+        config = apply_overrides(config, file_settings, f"config file {request.config_file}")
     return apply_overrides(config, request.overrides, "flags").validate()
 
 
@@ -153,12 +153,13 @@ def plan_training(request: TrainRequest, console: Console | None = None) -> Trai
             f"run {request.run!r} was trained in another checkout, which alone writes its files: "
             f"continue it there, or branch it here with: lander resume {request.run} --as NEW_NAME"
         )
-    config = _given_settings(base, request)
+    file_settings = load_config_file(request.config_file) if request.config_file else {}
+    config = _given_settings(base, file_settings, request)
     if resume_point is None:
         tuned = _game_defaults(config)
         if tuned:
             config = _given_settings(
-                apply_overrides(base, tuned, f"the {config.game} game"), request
+                apply_overrides(base, tuned, f"the {config.game} game"), file_settings, request
             )
     named_here = "game_bin" in request.overrides
     if foreign_game is not None and config.game_bin == foreign_game and not named_here:

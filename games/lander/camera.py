@@ -22,6 +22,8 @@ FRAME_WIDTH = 48
 CHANNELS = 3
 FRAME_SHAPE = (CHANNELS, FRAME_HEIGHT, FRAME_WIDTH)
 CAMERA_KEY = "camera_2d"
+OBSERVATIONS = ("vector", "pixels")
+"""What a lander can see (``--observation``): its coordinates, or this camera."""
 TRAIL_S = 0.25
 """How far back along its velocity the lander's trail is drawn, in game seconds."""
 _PIXELS_PER_UNIT = FRAME_WIDTH / WIDTH

@@ -18,7 +18,7 @@ import numpy as np
 
 from game_bridge import protocol
 from game_bridge.game_loop import StepPacer, read_arguments, run_game
-from games.lander.camera import CAMERA_KEY, FRAME_SHAPE, camera_frames, hex_frames
+from games.lander.camera import CAMERA_KEY, FRAME_SHAPE, OBSERVATIONS, camera_frames, hex_frames
 from games.lander.physics import (
     ACTION_SIZE,
     N_DISCRETE_ACTIONS,
@@ -64,7 +64,7 @@ def parse_arguments(argv: list[str]) -> GameSettings:
     settings.difficulty = int(values.get("difficulty", settings.difficulty))
     settings.bot = values.get("bot", "")
     settings.observation = values.get("observation", settings.observation)
-    if settings.observation not in ("vector", "pixels"):
+    if settings.observation not in OBSERVATIONS:
         raise ValueError(f"--observation must be vector or pixels, got {settings.observation!r}")
     if settings.action_type not in ("continuous", "discrete"):
         raise ValueError(
@@ -141,52 +141,41 @@ class LanderGame:
             return np.asarray(values, dtype=np.float64).astype(np.int64)
         return np.asarray(values, dtype=np.float64)
 
-    def _advance(self, actions: np.ndarray) -> tuple[StepResult, np.ndarray, np.ndarray]:
-        """Step the physics and reset finished agents: (result, done mask, obs after resets)."""
-        self.pacer.wait()
-        result = self.physics.step(actions)
-        done = result.terminated | result.truncated
-        obs = result.obs
-        if done.any():
-            self.physics.reset_agents(done)
-            obs = self.physics.observe()
-        return result, done, obs
-
-    def step(self, message: dict[str, Any]) -> dict[str, Any]:
-        """Apply one action per agent, reset finished agents, build the ``step`` reply."""
-        if self.pixels:
-            return self._step_pixels(self._read_actions(message))
-        result, done, obs = self._advance(self._read_actions(message))
-        infos: list[dict[str, Any]] = [{} for _ in range(self.settings.agents)]
-        if done.any():
-            terminal = protocol.wire_floats(result.obs)
-            for index in np.flatnonzero(done).tolist():
-                infos[index] = {
-                    "is_success": bool(result.success[index]),
-                    "TimeLimit.truncated": bool(result.truncated[index]),
-                    "terminal_observation": {OBS_KEY: terminal[index]},
-                }
-        return protocol.step_message(OBS_KEY, obs, result.reward, done, infos)
-
-    def _step_pixels(self, actions: np.ndarray) -> dict[str, Any]:
-        """A step whose observations are camera frames; a finished agent's last frame is
-        taken before its reset, as its terminal observation."""
+    def _advance(self, actions: np.ndarray) -> tuple[StepResult, np.ndarray, np.ndarray, list[str]]:
+        """Step the physics and reset finished agents: (result, done mask, coordinates
+        after resets, the finished agents' last camera frames, taken before their reset;
+        none without a camera)."""
         self.pacer.wait()
         physics = self.physics
         result = physics.step(actions)
         done = result.terminated | result.truncated
-        infos: list[dict[str, Any]] = [{} for _ in range(self.settings.agents)]
+        obs, frames = result.obs, []
         if done.any():
-            last = hex_frames(
-                camera_frames(physics.pos[done], physics.vel[done], physics.target[done])
-            )
-            for index, frame in zip(np.flatnonzero(done).tolist(), last, strict=True):
-                infos[index] = {
-                    "is_success": bool(result.success[index]),
-                    "TimeLimit.truncated": bool(result.truncated[index]),
-                    "terminal_observation": {CAMERA_KEY: frame},
-                }
+            if self.pixels:
+                frames = hex_frames(
+                    camera_frames(physics.pos[done], physics.vel[done], physics.target[done])
+                )
             physics.reset_agents(done)
+            obs = physics.observe()
+        return result, done, obs, frames
+
+    def step(self, message: dict[str, Any]) -> dict[str, Any]:
+        """Apply one action per agent, reset finished agents, build the ``step`` reply."""
+        result, done, obs, frames = self._advance(self._read_actions(message))
+        terminal = (
+            [{CAMERA_KEY: frame} for frame in frames]
+            if self.pixels
+            else [{OBS_KEY: row} for row in protocol.wire_floats(result.obs[done])]
+        )
+        infos: list[dict[str, Any]] = [{} for _ in range(self.settings.agents)]
+        for index, last in zip(np.flatnonzero(done).tolist(), terminal, strict=True):
+            infos[index] = {
+                "is_success": bool(result.success[index]),
+                "TimeLimit.truncated": bool(result.truncated[index]),
+                "terminal_observation": last,
+            }
+        if not self.pixels:
+            return protocol.step_message(OBS_KEY, obs, result.reward, done, infos)
         return {
             "type": "step",
             "obs": self._observations(),
@@ -200,7 +189,7 @@ class LanderGame:
         actions = protocol.decode_binary_actions(
             body, self.settings.agents, ACTION_SIZE, self.discrete
         )
-        result, done, obs = self._advance(actions)
+        result, done, obs, _ = self._advance(actions)
         flags = (
             done * protocol.DONE
             + result.truncated * protocol.TRUNCATED

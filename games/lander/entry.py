@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from game_bridge.bot_runner import BotRunner
+from games.lander.camera import OBSERVATIONS
 from games.lander.physics import ACTION_SIZE, OBS_SIZE
 from games.lander.scoring import LanderSettings
 from games.spec import GameArgs, GameEntry, PlayOptions, PlayResult
@@ -90,7 +91,7 @@ ENTRY = GameEntry(
     game_args={
         "action_type": ("continuous", "discrete"),
         "difficulty": ("0", "1", "2"),
-        "observation": ("vector", "pixels"),
+        "observation": OBSERVATIONS,
         "agents": None,
     },
     in_process_kwargs=_in_process_kwargs,

@@ -12,7 +12,7 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
-from games.lander.camera import FRAME_SHAPE, camera_frames
+from games.lander.camera import FRAME_SHAPE, OBSERVATIONS, camera_frames
 from games.lander.physics import ACTION_SIZE, N_DISCRETE_ACTIONS, OBS_SIZE, LanderPhysics
 
 
@@ -36,7 +36,7 @@ class LanderEnv(gym.Env[np.ndarray, Any]):
     ) -> None:
         if action_type not in ("continuous", "discrete"):
             raise ValueError(f"action_type must be 'continuous' or 'discrete', got {action_type!r}")
-        if observation not in ("vector", "pixels"):
+        if observation not in OBSERVATIONS:
             raise ValueError(f"observation must be 'vector' or 'pixels', got {observation!r}")
         self.discrete = action_type == "discrete"
         self.pixels = observation == "pixels"
