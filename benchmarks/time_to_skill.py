@@ -34,7 +34,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -129,11 +129,13 @@ class Scorer:
         finally:
             env.close()
 
-    def __call__(self, policy: Policy) -> float:
+    def __call__(self, policy: Policy, pixels: bool = False) -> float:
+        """:param pixels: the policy sees the bundled lander's camera (its baselines don't)."""
         if self.game == "godot":
             mean = self._godot_mean(policy)
             return (mean - self.random) / (self.reference - self.random)
-        score = evaluate_in_process(policy, self.episodes, settings=self.settings).normalized_score
+        settings = replace(self.settings, pixels=pixels)
+        score = evaluate_in_process(policy, self.episodes, settings=settings).normalized_score
         assert score is not None
         return score
 
@@ -170,10 +172,11 @@ def run_side(
     events = folder / "events.jsonl"
     settings = args.candidate[int(side[9:]) - 1] if side.startswith("candidate") else "{}"
     binary = GAMES[game]
+    game_args = json.loads(settings).get("game_args") or {}
     if args.difficulty != 1:
-        settings = json.dumps(
-            {**json.loads(settings), "game_args": {"difficulty": str(args.difficulty)}}
-        )
+        game_args = {**game_args, "difficulty": str(args.difficulty)}
+        settings = json.dumps({**json.loads(settings), "game_args": game_args})
+    pixels = game_args.get("observation") == "pixels"  # a camera candidate is scored on frames
     command = [
         str(python),
         str(RUNNER),
@@ -213,7 +216,7 @@ def run_side(
     snapshots = [(e["t"], Path(e["path"])) for e in lines if e["kind"] == "snapshot"]
     hit = next((e for e in rollouts if (e["reward"] or -1e9) >= args.reward), None)
     to_score, curve = first_skilled(
-        snapshots, lambda path: scorer(_snapshot_policy(path, side)), args.score
+        snapshots, lambda path: scorer(_snapshot_policy(path, side), pixels), args.score
     )
     last = rollouts[-1]
     wall = last["wall_collect"] + last["wall_update"]

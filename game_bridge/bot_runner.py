@@ -38,6 +38,12 @@ class BotFormatError(LanderError, ValueError):
     """A bot file that is not a lander bot or whose shapes do not fit together."""
 
 
+MAX_ENCODER_LAYERS = 16
+"""The most layers a camera key's encoder may have."""
+IMAGE_BATCH = 256
+"""Frames encoded at once: a convolution's windows of a few thousand frames would take GBs."""
+
+
 @dataclass(frozen=True)
 class Layer:
     """One dense layer: ``activation(x @ weights.T + biases)``."""
@@ -45,6 +51,145 @@ class Layer:
     weights: np.ndarray
     biases: np.ndarray
     activation: str
+
+
+@dataclass(frozen=True)
+class EncoderLayer:
+    """One layer of a camera key's encoder (docs/bot-format.md, "Camera keys").
+
+    :param kind: ``conv2d``, ``centroids``, ``flatten`` or ``dense``.
+    :param weights: conv2d ``[out][in][kh][kw]``, dense ``[out][in]``; None otherwise.
+    :param stride: conv2d's (rows, columns).
+    """
+
+    kind: str
+    weights: np.ndarray | None = None
+    biases: np.ndarray | None = None
+    activation: str = "linear"
+    stride: tuple[int, int] = (1, 1)
+
+    def shape_after(self, shape: tuple[int, ...], where: str) -> tuple[int, ...]:
+        """The shape this layer makes of one input of ``shape``.
+
+        :raises BotFormatError: an input this layer cannot take.
+        """
+        if self.kind == "flatten":
+            return (math.prod(shape),)
+        if self.kind == "centroids":
+            if len(shape) != 3:
+                raise BotFormatError(
+                    f"{where}: centroids take a [C, H, W] input, not {list(shape)}"
+                )
+            return (3 * shape[0],)
+        weights = self.weights
+        assert weights is not None and self.biases is not None  # read with the layer
+        if self.biases.shape != (weights.shape[0],):
+            raise BotFormatError(
+                f"{where}: {self.biases.shape[0]} biases for {weights.shape[0]} units"
+            )
+        if self.kind == "dense":
+            if weights.ndim != 2 or shape != (weights.shape[1],):
+                raise BotFormatError(
+                    f"{where}: dense weights of shape {weights.shape} do not take {list(shape)}"
+                )
+            return (weights.shape[0],)
+        rows, columns = self.stride
+        if (
+            weights.ndim != 4
+            or len(shape) != 3
+            or weights.shape[1] != shape[0]
+            or not (1 <= weights.shape[2] <= shape[1] and 1 <= weights.shape[3] <= shape[2])
+            or not (1 <= rows <= shape[1] and 1 <= columns <= shape[2])
+        ):
+            raise BotFormatError(
+                f"{where}: conv2d weights of shape {weights.shape} do not take {list(shape)}"
+            )
+        return (
+            weights.shape[0],
+            (shape[1] - weights.shape[2]) // rows + 1,
+            (shape[2] - weights.shape[3]) // columns + 1,
+        )
+
+    def apply(self, x: np.ndarray) -> np.ndarray:
+        """This layer on a batch (first axis: frames)."""
+        if self.kind == "flatten":
+            return x.reshape(len(x), -1)
+        if self.kind == "centroids":
+            return centroids(x)
+        assert self.weights is not None and self.biases is not None
+        if self.kind == "dense":
+            out = x @ self.weights.T + self.biases
+        else:
+            out = conv2d(x, self.weights, self.biases, self.stride)
+        return ACTIVATIONS[self.activation](out)
+
+
+def conv2d(
+    x: np.ndarray, weights: np.ndarray, biases: np.ndarray, stride: tuple[int, int]
+) -> np.ndarray:
+    """torch's ``Conv2d`` without padding: x ``[N, C, H, W]``, weights ``[O, C, kh, kw]``."""
+    kh, kw = weights.shape[2:]
+    windows = np.lib.stride_tricks.sliding_window_view(x, (kh, kw), axis=(2, 3))
+    windows = windows[:, :, :: stride[0], :: stride[1]]  # [N, C, H', W', kh, kw]
+    out = np.tensordot(windows, weights, axes=([1, 4, 5], [1, 2, 3]))  # [N, H', W', O]
+    return out.transpose(0, 3, 1, 2) + biases[:, None, None]
+
+
+CENTROID_EPSILON = 1e-3
+"""Added to a map's mass before its centroid is taken (training/camera_policy.py)."""
+
+
+def centroids(x: np.ndarray) -> np.ndarray:
+    """Each map's centroid and mass: ``[N, C, H, W]`` to ``[N, 3C]``, every map's x (-1
+    left to 1 right), then every map's y (-1 top to 1 bottom), then every map's mass (the
+    sum of its values); a centroid is its moment over ``mass + 0.001``."""
+    count, channels, height, width = x.shape
+    flat = x.reshape(count, channels, height * width)
+    ys, xs = np.meshgrid(np.linspace(-1, 1, height), np.linspace(-1, 1, width), indexing="ij")
+    mass = flat.sum(axis=2)
+    return np.concatenate(
+        [
+            (flat @ xs.reshape(-1)) / (mass + CENTROID_EPSILON),
+            (flat @ ys.reshape(-1)) / (mass + CENTROID_EPSILON),
+            mass,
+        ],
+        axis=1,
+    )
+
+
+@dataclass(frozen=True)
+class ObservationKey:
+    """One observation key of a bot: its flat size, and for a camera key its frame's
+    shape and the encoder its pixels go through before the dense layers."""
+
+    key: str
+    size: int
+    shape: tuple[int, ...] = ()
+    encoder: tuple[EncoderLayer, ...] = ()
+
+
+def _encoder_layer(raw: dict[str, Any]) -> EncoderLayer:
+    kind = str(raw["type"])
+    if kind in ("flatten", "centroids"):
+        return EncoderLayer(kind)
+    if kind not in ("conv2d", "dense"):
+        raise BotFormatError(f"unknown encoder layer type {kind!r}")
+    stride = tuple(int(v) for v in raw.get("stride", (1, 1)))
+    if len(stride) != 2:
+        raise BotFormatError(f"a conv2d stride is two numbers, got {list(stride)}")
+    return EncoderLayer(
+        kind,
+        np.asarray(raw["weights"], dtype=np.float64),
+        np.asarray(raw["biases"], dtype=np.float64),
+        str(raw.get("activation", "linear")),
+        (stride[0], stride[1]),
+    )
+
+
+def _observation_key(raw: dict[str, Any]) -> ObservationKey:
+    shape = tuple(int(v) for v in raw.get("shape", ()))
+    encoder = tuple(_encoder_layer(layer) for layer in raw.get("encoder", ()))
+    return ObservationKey(str(raw["key"]), int(raw["size"]), shape, encoder)
 
 
 class BotRunner:
@@ -63,8 +208,10 @@ class BotRunner:
         try:
             observation, action = spec["observation"], spec["action"]
             self.obs_size = int(observation["size"])
-            # Several observation keys: their vectors, concatenated in this order.
-            self.obs_keys = [(str(k["key"]), int(k["size"])) for k in observation.get("keys", [])]
+            # Several observation keys (or a camera key): their values, concatenated in
+            # this order; a camera key's through its encoder.
+            self.keys = [_observation_key(k) for k in observation.get("keys", [])]
+            self.obs_keys = [(k.key, k.size) for k in self.keys]
             self.action_type = str(action["type"])
             self.action_size = int(action["size"])
             self.layers = [
@@ -81,7 +228,9 @@ class BotRunner:
             if normalization:
                 self.obs_mean = np.asarray(normalization["mean"], dtype=np.float64)
                 self.obs_scale = np.asarray(normalization["scale"], dtype=np.float64)
-                self.obs_clip = float(normalization["clip"])
+                # null: no clipping (the pixels of a camera run without VecNormalize)
+                clip = normalization["clip"]
+                self.obs_clip = math.inf if clip is None else float(clip)
             self.nvec = [int(n) for n in action.get("nvec", [])]
             self.low = np.asarray(action.get("low", [-1.0] * self.action_size), dtype=np.float64)
             self.high = np.asarray(action.get("high", [1.0] * self.action_size), dtype=np.float64)
@@ -109,7 +258,7 @@ class BotRunner:
                 ("normalization mean", self.obs_mean),
                 ("normalization scale", self.obs_scale),
             ]
-            if not (math.isfinite(self.obs_clip) and self.obs_clip > 0):
+            if not self.obs_clip > 0 or math.isnan(self.obs_clip):
                 raise BotFormatError(
                     f"normalization clip must be a positive number, got {self.obs_clip}"
                 )
@@ -121,8 +270,37 @@ class BotRunner:
         if self.low.shape != (self.action_size,) or self.high.shape != (self.action_size,):
             raise BotFormatError(f"action low and high must have {self.action_size} values each")
 
+    def _check_encoders(self) -> int:
+        """The width the dense layers take: each key's size, or its encoder's output."""
+        width = 0
+        for key in self.keys:
+            if not key.encoder:
+                width += key.size
+                continue
+            if len(key.encoder) > MAX_ENCODER_LAYERS or math.prod(key.shape) != key.size:
+                raise BotFormatError(
+                    f"camera key {key.key!r}: a shape {list(key.shape)} of {key.size} values "
+                    f"and at most {MAX_ENCODER_LAYERS} encoder layers"
+                )
+            shape = key.shape
+            for index, layer in enumerate(key.encoder):
+                if layer.activation not in ACTIVATIONS:
+                    raise BotFormatError(
+                        f"key {key.key!r} layer {index}: unknown activation {layer.activation!r}"
+                    )
+                for what, values in (("weights", layer.weights), ("biases", layer.biases)):
+                    if values is not None and not bool(np.all(np.isfinite(values))):
+                        raise BotFormatError(
+                            f"key {key.key!r} layer {index}: {what} that are not finite numbers"
+                        )
+                shape = layer.shape_after(shape, f"key {key.key!r} layer {index}")
+            if len(shape) != 1:
+                raise BotFormatError(f"camera key {key.key!r}: its encoder must end flat")
+            width += shape[0]
+        return width
+
     def _check_shapes(self) -> None:
-        width = self.obs_size
+        width = self._check_encoders() if any(k.encoder for k in self.keys) else self.obs_size
         for index, layer in enumerate(self.layers):
             if layer.activation not in ACTIVATIONS:
                 raise BotFormatError(f"layer {index}: unknown activation {layer.activation!r}")
@@ -187,6 +365,8 @@ class BotRunner:
             ]
             return np.concatenate(parts, axis=1)
         flat = np.asarray(obs, dtype=np.float64)
+        if self.sees_images and flat.ndim > 2:  # camera frames, one per agent
+            flat = flat.reshape(len(flat), -1)
         flat = flat.reshape(1, -1) if flat.ndim == 1 else flat
         if flat.ndim != 2 or flat.shape[1] != self.obs_size:
             raise BotFormatError(
@@ -194,14 +374,40 @@ class BotRunner:
             )
         return flat
 
+    @property
+    def sees_images(self) -> bool:
+        """True for a bot with a camera key (its pixels go through an encoder)."""
+        return any(key.encoder for key in self.keys)
+
     def network_output(self, obs: np.ndarray | dict[str, Any]) -> np.ndarray:
         """The raw output of the network (Gaussian mean or logits) for a batch."""
         x = self.flat_observations(obs)
+        if self.sees_images and len(x) > IMAGE_BATCH:
+            return np.concatenate(
+                [self.network_output(x[i : i + IMAGE_BATCH]) for i in range(0, len(x), IMAGE_BATCH)]
+            )
         if self.obs_mean is not None and self.obs_scale is not None:
             x = np.clip((x - self.obs_mean) / self.obs_scale, -self.obs_clip, self.obs_clip)
+        if self.sees_images:
+            x = self._encode(x)
         for layer in self.layers:
             x = ACTIVATIONS[layer.activation](x @ layer.weights.T + layer.biases)
         return x
+
+    def _encode(self, x: np.ndarray) -> np.ndarray:
+        """The joined (normalised) observation cut back into its keys, each camera key's
+        pixels run through its encoder, joined again: what the dense layers take."""
+        parts = []
+        start = 0
+        for key in self.keys:
+            part = x[:, start : start + key.size]
+            start += key.size
+            if key.encoder:
+                part = part.reshape(len(part), *key.shape)
+                for layer in key.encoder:
+                    part = layer.apply(part)
+            parts.append(part)
+        return np.concatenate(parts, axis=1)
 
     def act(self, obs: np.ndarray | dict[str, Any]) -> np.ndarray:
         """Deterministic actions for a batch of observations (see :meth:`read_actions`)."""

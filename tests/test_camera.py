@@ -6,17 +6,26 @@ frames."""
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 
+from game_bridge.bot_runner import BotRunner
 from game_bridge.launcher import LaunchConfig
 from game_bridge.vec_env import GameVecEnv
 from games import launch_settings
-from games.lander.camera import CAMERA_KEY, FRAME_SHAPE, TRAIL_S, camera_frames
+from games.lander.camera import CAMERA_KEY, FRAME_SHAPE, TRAIL_S, camera_frames, hex_frames
 from games.lander.physics import HEIGHT, LanderPhysics
-from tests.conftest import find_free_port_block, lander
-from training.evaluation import evaluate_in_process, game_settings, model_policy
+from tests.conftest import (
+    find_free_port_block,
+    godot_style,
+    lander,
+    tensorboard_steps,
+    train_briefly,
+)
+from tests.plugin_decode import PluginInference
+from training.evaluation import model_policy
 from training.trainer import load_for_inference
 
 
@@ -79,21 +88,77 @@ def test_the_pixels_game_sends_the_plugins_camera_encoding(tmp_path: Path) -> No
         env.close()
 
 
-def test_a_camera_run_trains_through_real_games_and_scores_on_frames(tmp_path: Path) -> None:
-    """A short run of the camera mode through real game processes finishes with a model
-    that reads frames, and the in-process scorer plays it on the same frames."""
+def test_a_camera_run_learns_through_real_games_and_exports_a_bot_that_sees(
+    tmp_path: Path,
+) -> None:
+    """The camera mode through real game processes: its evaluations rise, and its bot
+    (numpy and ONNX) plays frames. The ONNX file is fed as the plugin feeds it: the
+    game's hex string decoded to bytes, one flat array of floats under ``camera_2d``."""
     trained = lander(
         tmp_path, "train", "eyes", "--game-arg", "observation=pixels", "--n-parallel", "2",
-        "--timesteps", "2048", "--no-git", timeout=300,
+        "--timesteps", "40960", "--eval-every", "8192", "--eval-episodes", "24", "--no-git",
+        timeout=600,
     )  # fmt: skip
-    assert trained.returncode == 0, trained.stdout + trained.stderr
-    assert "Traceback" not in trained.stdout + trained.stderr
+    output = trained.stdout + trained.stderr
+    assert trained.returncode == 0, output
+    assert "Traceback" not in output
     record = json.loads((tmp_path / "checkpoints" / "eyes" / "run.json").read_text())
-    assert record["status"] == "finished"
     assert record["config"]["game_args"] == {"observation": "pixels"}
+    scores = [
+        score for _, score in tensorboard_steps(tmp_path / "logs" / "eyes", "eval/normalized_score")
+    ]
+    assert len(scores) >= 4, scores
+    assert max(scores[-2:]) > scores[0] + 0.1 and max(scores[-2:]) > 0.15, scores
+
+    bot = BotRunner.from_file(tmp_path / "bots" / "eyes.json")
+    assert bot.sees_images and bot.obs_keys == [(CAMERA_KEY, int(np.prod(FRAME_SHAPE)))]
     model, normalizer = load_for_inference(tmp_path / "checkpoints" / "eyes" / "final.zip")
-    assert model.observation_space.shape == FRAME_SHAPE
-    settings = game_settings("lander", {"observation": "pixels"})
-    result = evaluate_in_process(model_policy(model, normalizer), 8, settings=settings)
-    assert result.normalized_score is not None and np.isfinite(result.mean_reward)
-    assert -0.5 < result.normalized_score < 1.5
+    physics = LanderPhysics(6, 11)
+    for _ in range(20):
+        physics.step(np.random.default_rng(3).uniform(-1, 1, (6, 2)))
+    frames = camera_frames(physics.pos, physics.vel, physics.target)
+    wanted = model_policy(model, normalizer)(frames)
+    np.testing.assert_allclose(bot.act(frames), wanted, atol=1e-5)
+    plugin = PluginInference(
+        tmp_path / "bots" / "eyes.onnx", {"move": {"size": 2, "action_type": "continuous"}}
+    )
+    for agent, sent in enumerate(hex_frames(frames)):
+        fed = [float(byte) for byte in bytes.fromhex(sent)]  # the bytes in the order sent
+        np.testing.assert_allclose(plugin.act({CAMERA_KEY: fed})["move"], wanted[agent], atol=1e-5)
+
+    played = lander(tmp_path, "play", "eyes", "--seconds", "5", "--agents", "2")
+    assert played.returncode == 0, played.stdout + played.stderr
+    assert "episode" in played.stdout
+    evaluated = lander(tmp_path, "eval", "eyes", "--episodes", "4")
+    assert evaluated.returncode == 0 and "normalized_score=" in evaluated.stdout, evaluated.stdout
+
+
+def test_a_game_with_a_camera_beside_a_vector_exports_both_inputs(
+    tmp_path: Path, port_block: Callable[[int], int]
+) -> None:
+    """A Godot-style game whose agents send ``camera_2d`` (3 x 36 x 36) beside ``obs``:
+    the run trains, and its ONNX file takes both keys, in the game's order, as the
+    plugin feeds them, giving the bot's actions."""
+    import onnx
+
+    game = godot_style(tmp_path, "--camera=1")
+    result = train_briefly(tmp_path, "both", game, port_block(1), "--no-git")
+    assert result.returncode == 0, result.stdout + result.stderr
+    written = onnx.load(str(tmp_path / "bots" / "both.onnx"))
+    assert [i.name for i in written.graph.input] == ["obs", CAMERA_KEY, "state_ins"]
+    bot = BotRunner.from_file(tmp_path / "bots" / "both.json")
+    assert bot.obs_keys == [("obs", 4), (CAMERA_KEY, 3 * 36 * 36)]
+    frame = np.zeros((3, 36, 36), dtype=np.uint8)
+    frame[0, 5, 0] = frame[1, 5, 7] = frame[2, 5, 14] = 255
+    vector = [0.5, -0.25, 1.0, 0.2]
+    wanted = bot.act({"obs": np.array([vector]), CAMERA_KEY: frame[None]})[0]
+    plugin = PluginInference(
+        tmp_path / "bots" / "both.onnx",
+        {
+            "steer": {"size": 2, "action_type": "continuous"},
+            "boost": {"size": 2, "action_type": "discrete"},
+        },
+    )
+    decoded = plugin.act({"obs": vector, CAMERA_KEY: [float(v) for v in frame.tobytes()]})
+    np.testing.assert_allclose(decoded["steer"], np.clip(wanted[:2], -1, 1), atol=1e-5)
+    assert decoded["boost"] == int(np.argmax(wanted[2:]))

@@ -81,6 +81,8 @@ def _changed(item_name: str, default: Any, tmp_path: Path) -> tuple[list[str], A
         return [flag, "cpu"], "cpu"
     if item_name == "collector":
         return [flag, "sb3"], "sb3"
+    if item_name == "camera_encoder":
+        return [flag, "nature"], "nature"
     if item_name == "batch_size":
         return [flag, "96"], 96
     if item_name == "game":

@@ -19,6 +19,9 @@ from game_bridge.errors import LanderError
 from game_bridge.protocol import DEFAULT_PORT
 from games import BUNDLED_GAMES, DEFAULT_GAME, REGISTRY, game_entry
 
+CAMERA_ENCODERS = ("centroids", "nature")
+"""What ``--camera-encoder`` may name (training/camera_policy.py)."""
+
 
 class ConfigError(LanderError, ValueError):
     """A configuration file or value that cannot be used."""
@@ -243,6 +246,14 @@ class TrainConfig:
     )
     net_width: int = setting(
         64, help="Units in each of the two hidden layers (policy and value).", low=1, panel="PPO"
+    )
+    camera_encoder: str = setting(
+        "centroids",
+        help="How the policy sees camera keys: 'centroids' (where things are: each of a few "
+        "learned maps' centroid and mass; fast on a CPU) or 'nature' (SB3's CNN, for "
+        "textured scenes).",
+        choices=CAMERA_ENCODERS,
+        panel="PPO",
     )
     bc_epochs: int = setting(
         60,

@@ -13,6 +13,8 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import gymnasium
+from gymnasium import spaces
+from stable_baselines3.common.preprocessing import is_image_space
 from stable_baselines3.common.vec_env import DummyVecEnv, VecEnv, VecMonitor, VecNormalize
 
 from game_bridge.vec_env import GameVecEnv
@@ -106,10 +108,26 @@ def wrap_normalization(
         normalizer = VecNormalize.load(str(saved), env)
         normalizer.training = True
     else:
+        vectors = vector_keys(env.observation_space)
         normalizer = VecNormalize(
             env,
-            norm_obs=config.normalize_observations,
+            # Camera frames are not running-normalised: the policy scales their bytes
+            # to [0, 1] itself, as SB3 does for images.
+            norm_obs=config.normalize_observations and vectors != [],
             norm_reward=config.normalize_rewards,
             gamma=config.gamma,
+            norm_obs_keys=vectors if isinstance(env.observation_space, spaces.Dict) else None,
         )
     return normalizer, normalizer
+
+
+def vector_keys(space: spaces.Space[Any]) -> list[str] | None:
+    """The keys of a Dict observation that are not camera frames (None for a single
+    vector; an empty list for a single camera)."""
+    if isinstance(space, spaces.Dict):
+        return [
+            key
+            for key, part in space.spaces.items()
+            if not is_image_space(part, check_channels=False)
+        ]
+    return [] if is_image_space(space, check_channels=False) else None

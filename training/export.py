@@ -21,15 +21,19 @@ import numpy as np
 import torch
 from gymnasium import spaces
 from stable_baselines3 import PPO
+from stable_baselines3.common.preprocessing import is_image_space
 from stable_baselines3.common.torch_layers import CombinedExtractor, FlattenExtractor
 from stable_baselines3.common.vec_env import VecNormalize
 
 from game_bridge.bot_runner import BOT_FORMAT, BOT_FORMAT_VERSION, BotRunner
+from training.camera_policy import CameraExtractor, Centroids
 from training.errors import ExportError
 from training.evaluation import model_policy
 from training.run_record import now_iso, write_json_atomic
 
 PARITY_SAMPLES = 10_000
+CAMERA_PARITY_SAMPLES = 2_000
+"""Observations compared for a policy with camera keys: each is thousands of values."""
 CONTINUOUS_TOLERANCE = 1e-5
 TIE_TOLERANCE = 1e-6
 """Two logits closer than this are a tie that float32 rounding breaks arbitrarily
@@ -92,10 +96,11 @@ class OnnxLayout:
             return cls()
         observations = layout.get("observations") or []
         for observation in observations:
-            if observation.get("image") or len(observation.get("shape") or []) != 1:
+            shape = observation.get("shape") or []
+            if len(shape) != (3 if observation.get("image") else 1):
                 raise ExportError(
-                    f"observation {observation.get('key')!r} of shape {observation.get('shape')} "
-                    "is not a flat vector: lander exports vector observations only"
+                    f"observation {observation.get('key')!r} of shape {shape} is not a flat "
+                    "vector: lander exports vectors and camera frames only"
                 )
         actions = tuple(
             (str(a["key"]), int(a["size"]), a.get("action_type") == "discrete")
@@ -149,23 +154,29 @@ class ExportResult:
     onnx_parity: ParityReport
 
 
-def _observation_keys(model: PPO) -> list[tuple[str, int]] | None:
-    """A policy of several observation keys: each key and its width, in the order the
-    policy joins them; None for one observation vector."""
+def _parts(model: PPO) -> list[tuple[str, spaces.Box]]:
+    """The policy's observation inputs in the order it joins them: each key and its space
+    (one ``obs`` for a single observation)."""
     space = model.observation_space
-    if not isinstance(space, spaces.Dict):
+    parts = list(space.spaces.items()) if isinstance(space, spaces.Dict) else [("obs", space)]
+    return [(key, part) for key, part in parts if isinstance(part, spaces.Box)]
+
+
+def _observation_keys(model: PPO) -> list[tuple[str, int]] | None:
+    """A policy of several observation keys: each key and its flat width, in the order
+    the policy joins them; None for one observation."""
+    if not isinstance(model.observation_space, spaces.Dict):
         return None
-    return [(key, int(sub.shape[0])) for key, sub in space.spaces.items() if sub.shape]
+    return [(key, int(np.prod(part.shape))) for key, part in _parts(model)]
 
 
 def _input_widths(model: PPO) -> list[int]:
-    """The width of each observation input of the policy (one unless several keys)."""
-    keys = _observation_keys(model)
-    if keys:
-        return [size for _, size in keys]
-    shape = model.observation_space.shape
-    assert shape is not None  # checked by _check_exportable
-    return [int(shape[0])]
+    """The flat width of each observation input of the policy (a camera frame's bytes)."""
+    return [int(np.prod(part.shape)) for _, part in _parts(model)]
+
+
+def _is_camera(part: spaces.Space[Any]) -> bool:
+    return isinstance(part, spaces.Box) and is_image_space(part, check_channels=False)
 
 
 def _check_exportable(model: PPO) -> None:
@@ -173,20 +184,115 @@ def _check_exportable(model: PPO) -> None:
     space = model.observation_space
     parts = list(space.spaces.items()) if isinstance(space, spaces.Dict) else [("obs", space)]
     for key, part in parts:
-        if not isinstance(part, spaces.Box) or len(part.shape) != 1 or part.dtype != np.float32:
+        vector = isinstance(part, spaces.Box) and len(part.shape) == 1 and part.dtype == np.float32
+        if not (vector or _is_camera(part)):
             raise ExportError(
-                f"export supports vector observations; {key!r} is a {type(part).__name__} "
-                f"of shape {getattr(part, 'shape', None)}"
+                f"export supports vector observations and camera frames; {key!r} is a "
+                f"{type(part).__name__} of shape {getattr(part, 'shape', None)}"
             )
     extractor = model.policy.features_extractor
     flat = isinstance(extractor, FlattenExtractor) or (
         isinstance(extractor, CombinedExtractor)
         and all(isinstance(m, torch.nn.Flatten) for m in extractor.extractors.values())
     )
-    if not flat:
+    if not (flat or isinstance(extractor, CameraExtractor)):
         raise ExportError(
-            "export supports vector observations (MlpPolicy); this policy uses another extractor"
+            "export supports lander's own policies (MlpPolicy, MultiInputPolicy, the camera "
+            f"extractor); this one uses {type(extractor).__name__}"
         )
+
+
+def _encoder_layers(module: torch.nn.Module, shape: tuple[int, ...]) -> list[dict[str, Any]]:
+    """A camera key's encoder as the bot file's layers (docs/bot-format.md, "Camera keys"),
+    walked module by module; ``shape`` is the frame's."""
+    layers: list[dict[str, Any]] = []
+    channels = int(shape[0])
+    for child in _leaves(module):
+        if isinstance(child, torch.nn.AvgPool2d):
+            layers.append(_average_pool(child, channels))
+        elif isinstance(child, torch.nn.Conv2d):
+            channels = child.out_channels
+            if (
+                child.padding not in ((0, 0), "valid")
+                or child.dilation != (1, 1)
+                or child.groups != 1
+            ):
+                raise ExportError("cannot export a convolution with padding, dilation or groups")
+            layers.append(
+                {
+                    "type": "conv2d",
+                    "weights": child.weight.detach().cpu().double().numpy().tolist(),
+                    "biases": child.bias.detach().cpu().double().numpy().tolist()
+                    if child.bias is not None
+                    else [0.0] * child.out_channels,
+                    "stride": list(child.stride),
+                    "activation": "linear",
+                }
+            )
+        elif isinstance(child, torch.nn.Linear):
+            layers.append({"type": "dense", **_dense(child)})
+        elif isinstance(child, torch.nn.Flatten):
+            layers.append({"type": "flatten"})
+        elif isinstance(child, Centroids):
+            layers.append({"type": "centroids"})
+        elif (
+            type(child) in _ACTIVATION_NAMES
+            and layers
+            and layers[-1]["type"] in ("conv2d", "dense")
+        ):
+            layers[-1]["activation"] = _ACTIVATION_NAMES[type(child)]
+        else:
+            raise ExportError(f"cannot export an encoder layer of type {type(child).__name__}")
+    return layers
+
+
+def _average_pool(pool: torch.nn.AvgPool2d, channels: int) -> dict[str, Any]:
+    """An average pool as the convolution it is: each channel's own window, averaged."""
+    size = pool.kernel_size if isinstance(pool.kernel_size, tuple) else (pool.kernel_size,) * 2
+    stride = pool.stride if isinstance(pool.stride, tuple) else (pool.stride or size[0],) * 2
+    if pool.padding not in (0, (0, 0)) or pool.ceil_mode:
+        raise ExportError("cannot export an average pool with padding or ceil_mode")
+    weights = np.zeros((channels, channels, *size))
+    weights[np.arange(channels), np.arange(channels)] = 1.0 / (size[0] * size[1])
+    return {
+        "type": "conv2d",
+        "weights": weights.tolist(),
+        "biases": [0.0] * channels,
+        "stride": [int(v) for v in stride],
+        "activation": "linear",
+    }
+
+
+def _leaves(module: torch.nn.Module) -> list[torch.nn.Module]:
+    """The modules that compute, in order (a Sequential's or a NatureCNN's parts)."""
+    children = list(module.children())
+    if not children or isinstance(module, Centroids):
+        return [module]
+    return [leaf for child in children for leaf in _leaves(child)]
+
+
+def _observation_spec(
+    model: PPO, normalizer: VecNormalize | None, layout: OnnxLayout
+) -> dict[str, Any]:
+    """The bot file's ``observation``: its size, keys, normalisation and camera encoders."""
+    keys = _observation_keys(model)
+    observation: dict[str, Any] = {
+        "size": sum(_input_widths(model)),
+        "normalization": _normalization(normalizer, model),
+    }
+    extractor = model.policy.features_extractor
+    if isinstance(extractor, CameraExtractor):
+        names = [key for key, _ in _parts(model)] if keys else list(layout.input_names[:1])
+        observation["keys"] = []
+        for name, (_, part), encoder in zip(names, _parts(model), extractor.encoders, strict=True):
+            entry: dict[str, Any] = {"key": name, "size": int(np.prod(part.shape))}
+            if _is_camera(part):
+                entry["shape"] = [int(v) for v in part.shape]
+                entry["encoder"] = _encoder_layers(encoder, part.shape)
+            observation["keys"].append(entry)
+    elif keys:
+        observation["keys"] = [{"key": key, "size": size} for key, size in keys]
+    return observation
 
 
 def _dense_layers(model: PPO) -> list[dict[str, Any]]:
@@ -196,18 +302,20 @@ def _dense_layers(model: PPO) -> list[dict[str, Any]]:
     layers: list[dict[str, Any]] = []
     for module in modules:
         if isinstance(module, torch.nn.Linear):
-            layers.append(
-                {
-                    "weights": module.weight.detach().cpu().double().numpy().tolist(),
-                    "biases": module.bias.detach().cpu().double().numpy().tolist(),
-                    "activation": "linear",
-                }
-            )
+            layers.append(_dense(module))
         elif type(module) in _ACTIVATION_NAMES and layers:
             layers[-1]["activation"] = _ACTIVATION_NAMES[type(module)]
         else:
             raise ExportError(f"cannot export a layer of type {type(module).__name__}")
     return layers
+
+
+def _dense(module: torch.nn.Linear) -> dict[str, Any]:
+    return {
+        "weights": module.weight.detach().cpu().double().numpy().tolist(),
+        "biases": module.bias.detach().cpu().double().numpy().tolist(),
+        "activation": "linear",
+    }
 
 
 def _action_spec(space: spaces.Space[Any], layout: OnnxLayout | None = None) -> dict[str, Any]:
@@ -242,18 +350,37 @@ def _action_reading(space: spaces.Space[Any]) -> dict[str, Any]:
     raise ExportError(f"cannot export a policy for action space {space}")
 
 
-def _normalization(normalizer: VecNormalize | None) -> dict[str, Any] | None:
-    if normalizer is None or not normalizer.norm_obs:
+def _normalization(normalizer: VecNormalize | None, model: PPO) -> dict[str, Any] | None:
+    """The observation's normalisation over its joined keys: VecNormalize's statistics
+    where it has them, and a camera's bytes scaled to [0, 1] as SB3 scales images (no
+    clipping of its own when no VecNormalize clips)."""
+    normalizing = normalizer is not None and normalizer.norm_obs
+    cameras = any(_is_camera(part) for _, part in _parts(model))
+    if not (normalizing or cameras):
         return None
-    rms = normalizer.obs_rms
-    # Several keys: their statistics joined in the order the policy joins the keys.
-    parts = list(rms.values()) if isinstance(rms, dict) else [rms]
-    mean = np.concatenate([np.asarray(p.mean, dtype=np.float64).reshape(-1) for p in parts])
-    var = np.concatenate([np.asarray(p.var, dtype=np.float64).reshape(-1) for p in parts])
+    rms = normalizer.obs_rms if normalizer is not None and normalizing else None
+    means, scales = [], []
+    for key, part in _parts(model):
+        size = int(np.prod(part.shape))
+        stats = (rms.get(key) if isinstance(rms, dict) else rms) if rms is not None else None
+        if _is_camera(part):
+            means.append(np.zeros(size))
+            scales.append(np.full(size, 255.0 if model.policy.normalize_images else 1.0))
+        elif stats is not None:
+            assert normalizer is not None
+            means.append(np.asarray(stats.mean, dtype=np.float64).reshape(-1))
+            scales.append(
+                np.sqrt(
+                    np.asarray(stats.var, dtype=np.float64).reshape(-1) + float(normalizer.epsilon)
+                )
+            )
+        else:
+            means.append(np.zeros(size))
+            scales.append(np.ones(size))
     return {
-        "mean": mean.tolist(),
-        "scale": np.sqrt(var + float(normalizer.epsilon)).tolist(),
-        "clip": float(normalizer.clip_obs),
+        "mean": np.concatenate(means).tolist(),
+        "scale": np.concatenate(scales).tolist(),
+        "clip": float(normalizer.clip_obs) if normalizer is not None and normalizing else None,
         "rule": "clip((obs - mean) / scale, -clip, clip)",
     }
 
@@ -273,13 +400,7 @@ def build_bot_spec(
     :raises ExportError: a policy lander cannot export.
     """
     _check_exportable(model)
-    keys = _observation_keys(model)
-    observation: dict[str, Any] = {
-        "size": sum(_input_widths(model)),
-        "normalization": _normalization(normalizer),
-    }
-    if keys:
-        observation["keys"] = [{"key": key, "size": size} for key, size in keys]
+    observation = _observation_spec(model, normalizer, layout or OnnxLayout())
     return {
         "format": BOT_FORMAT,
         "version": BOT_FORMAT_VERSION,
@@ -301,6 +422,12 @@ def _parity_observations(model: PPO, samples: int, seed: int) -> Any:
 
     def draw(space: spaces.Space[Any]) -> np.ndarray:
         assert isinstance(space, spaces.Box)
+        if _is_camera(space):
+            # Half any bytes, half dark frames with a few lit pixels (a small game's frame).
+            frames = rng.integers(0, 256, (samples, *space.shape), dtype=np.uint8)
+            dark = rng.random((samples // 2, *space.shape)) > 0.01
+            frames[: samples // 2][dark] = 0
+            return frames
         low = np.where(np.isfinite(space.low), space.low, -10.0)
         high = np.where(np.isfinite(space.high), space.high, 10.0)
         return rng.uniform(low, high, (samples, space.shape[0])).astype(np.float32)
@@ -345,6 +472,11 @@ class _OnnxPolicy(torch.nn.Module):
         super().__init__()
         self.policy_net = model.policy.mlp_extractor.policy_net
         self.action_net = model.policy.action_net
+        extractor = model.policy.features_extractor
+        # Camera keys: the joined inputs cut back into the keys and run through the
+        # policy's own extractor (its encoders), as the numpy runner does.
+        self.extractor = extractor if isinstance(extractor, CameraExtractor) else None
+        self.parts = [(key, tuple(part.shape)) for key, part in _parts(model)]
         # A mixed policy's output as the plugin reads it: per key, a continuous key's
         # means then its log-std, a discrete key's slots clipped as the games get them.
         self.pieces = (
@@ -367,7 +499,8 @@ class _OnnxPolicy(torch.nn.Module):
         self.scale: torch.Tensor
         self.register_buffer("mean", mean)
         self.register_buffer("scale", scale)
-        self.clip = float(normalization["clip"]) if normalization else 0.0
+        clip = normalization["clip"] if normalization else None
+        self.clip = float(clip) if clip is not None else float(np.finfo(np.float32).max)
 
     def forward(self, *inputs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         # One input per observation key, then state_ins, as the plugin feeds them.
@@ -375,6 +508,8 @@ class _OnnxPolicy(torch.nn.Module):
         obs = keys[0] if len(keys) == 1 else torch.cat(keys, dim=1)
         if self.normalize:
             obs = torch.clamp((obs - self.mean) / self.scale, -self.clip, self.clip)
+        if self.extractor is not None:
+            obs = self.extractor(self._split(obs))
         output = self.action_net(self.policy_net(obs))
         if not self.pieces:
             return output, state_ins
@@ -387,6 +522,17 @@ class _OnnxPolicy(torch.nn.Module):
                 log_std = self.log_std[start : start + size].unsqueeze(0)
                 parts += [values, log_std.expand(values.shape[0], size)]
         return torch.cat(parts, dim=1), state_ins
+
+    def _split(self, joined: torch.Tensor) -> Any:
+        """The joined observation as the extractor takes it: each key in its shape."""
+        parts = {}
+        start = 0
+        for key, shape in self.parts:
+            size = int(np.prod(shape))
+            parts[key] = joined[:, start : start + size].reshape(-1, *shape)
+            start += size
+        assert self.extractor is not None
+        return parts if self.extractor.keyed else parts[self.parts[0][0]]
 
 
 def _starts(actions: tuple[tuple[str, int, bool], ...]) -> list[tuple[int, tuple[str, int, bool]]]:
@@ -437,8 +583,10 @@ def onnx_output(path: Path, obs: Any, input_names: tuple[str, ...] = ("obs",)) -
 
     session = onnxruntime.InferenceSession(str(path), providers=["CPUExecutionProvider"])
     parts = [obs[name] for name in input_names] if isinstance(obs, dict) else [obs]
-    feed = {
-        name: np.asarray(part, np.float32) for name, part in zip(input_names, parts, strict=True)
+    # A camera's frame goes in flat, its bytes as floats, as the plugin feeds any key.
+    feed: dict[str, np.ndarray] = {
+        name: np.asarray(part, np.float32).reshape(len(part), -1)
+        for name, part in zip(input_names, parts, strict=True)
     }
     feed["state_ins"] = np.zeros(len(parts[0]), dtype=np.float32)
     output, _ = session.run(None, feed)
@@ -501,6 +649,8 @@ def export_policy(
     """
     layout = layout or OnnxLayout()
     spec = build_bot_spec(model, normalizer, run, git_commit, trained_with, layout)  # checks it
+    if any(_is_camera(part) for _, part in _parts(model)):
+        samples = min(samples, CAMERA_PARITY_SAMPLES)
     spec.update(notes or {})
     bot = BotRunner(spec)
     discrete = bot.action_type != "continuous"

@@ -47,6 +47,7 @@ from training.callbacks import (
     StopFlag,
     UpdateThreads,
 )
+from training.camera_policy import camera_policy_kwargs, sees_images
 from training.checkpoints import (
     FINAL_NAME,
     CheckpointError,
@@ -580,7 +581,7 @@ def _device(config: TrainConfig, image_observations: bool) -> str:
 def _build_model(
     config: TrainConfig, env: VecEnv, resume: Path | None, reset_std: float | None
 ) -> PPO:
-    image = env.observation_space.shape is not None and len(env.observation_space.shape) == 3
+    image = sees_images(env.observation_space)
     device = _device(config, image)
     # The resumable settings are exactly PPO's hyperparameters, named as PPO names them:
     # a new one declared in training/config.py reaches PPO with no line here.
@@ -592,6 +593,8 @@ def _build_model(
         policy_kwargs: dict[str, Any] = {"net_arch": {"pi": width, "vf": width}}
         if isinstance(env.action_space, spaces.Box):  # a Gaussian policy: its initial std
             policy_kwargs["log_std_init"] = config.log_std_init
+        if image:
+            policy_kwargs.update(camera_policy_kwargs(config.camera_encoder))
         built = algorithm(
             "MultiInputPolicy"
             if env.observation_space.shape is None

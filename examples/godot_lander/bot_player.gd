@@ -43,6 +43,11 @@ func load_bot(path: String) -> bool:
 	obs_size = int(observation["size"])
 	obs_keys = []
 	for entry in observation.get("keys", []):
+		if entry.has("encoder"):
+			## A camera key's convolutions are too slow for GDScript at a game's frame rate:
+			## such a bot plays in the engine through its ONNX file (the plugin's ONNX player).
+			push_error("bot_player: %s sees camera frames ('%s'): play it with its .onnx file, GDScript plays bots of vector observations" % [path, entry["key"]])
+			return false
 		obs_keys.append([entry["key"], int(entry["size"])])
 	var normalization = observation.get("normalization")
 	if normalization != null:

@@ -222,6 +222,7 @@ def play_alone(settings: GameSettings) -> int:
         seed=settings.seed,
         action_repeat=settings.action_repeat,
         difficulty=settings.difficulty,
+        pixels=settings.observation == "pixels",
     )
     mean = float(np.mean(trace.returns)) if trace.returns else float("nan")
     print(

@@ -57,6 +57,7 @@ def _play(bot: BotRunner, options: PlayOptions) -> PlayResult:
         options.console,
         options.speed,
         flight,
+        settings.pixels,
     )
     lines: list[str] = []
     score = "no episode ended"

@@ -18,6 +18,7 @@ from rich.live import Live
 from rich.text import Text
 
 from game_bridge.bot_runner import BotRunner
+from games.lander.camera import camera_frames
 from games.lander.physics import (
     HEIGHT,
     OBS_SIZE,
@@ -73,11 +74,15 @@ class Flight(Protocol):
 class PhysicsFlight:
     """The bundled game's physics in this process."""
 
-    def __init__(self, physics: LanderPhysics) -> None:
+    def __init__(self, physics: LanderPhysics, pixels: bool = False) -> None:
         self.physics = physics
         self.n_agents = physics.n_agents
+        self.pixels = pixels
 
     def observe(self) -> np.ndarray:
+        """Coordinates, or with ``pixels`` the camera's frames (games/lander/camera.py)."""
+        if self.pixels:
+            return camera_frames(self.physics.pos, self.physics.vel, self.physics.target)
         return self.physics.observe()
 
     def step(self, actions: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
@@ -143,15 +148,18 @@ def play_bot(
     console: Console | None = None,
     speed: float = 2.0,
     flight: Flight | None = None,
+    pixels: bool = False,
 ) -> PlayTrace:
     """Let ``bot`` fly landers for ``seconds`` of game time.
 
+    :param pixels: the bot sees the camera's frames (a ``observation=pixels`` run's bot).
     :param flight: where to fly (default: ``agents`` landers of the in-process physics).
     :param speed: game seconds per wall second of the live view (ignored without a terminal).
     """
     if flight is None:
         discrete = bot.action_type == "discrete"
-        flight = PhysicsFlight(LanderPhysics(agents, seed, action_repeat, discrete, difficulty))
+        physics = LanderPhysics(agents, seed, action_repeat, discrete, difficulty)
+        flight = PhysicsFlight(physics, pixels)
     steps = max(1, round(seconds * TICKS_PER_SECOND / action_repeat))
     trace = PlayTrace()
     running = np.zeros(flight.n_agents)

@@ -33,10 +33,22 @@ def main():
     steps = [0] * agents
     last = [[0.0, 0.0, 0.0] for _ in range(agents)]
 
+    camera = arg("camera", "") == "1"  # a camera_2d key beside the vector, as a sensor adds
+
+    def frame(i):
+        """A 3 x 36 x 36 frame, as the plugin's smallest camera sends: one lit pixel per
+        channel, in the row of the agent's step, hex-encoded."""
+        pixels = bytearray(3 * 36 * 36)
+        for channel in range(3):
+            pixels[channel * 36 * 36 + (steps[i] % 36) * 36 + 7 * channel] = 255
+        return pixels.hex()
+
     def obs(i):
         observed = {obs_key: [float(v) for v in last[i]] + [float(steps[i]) / episode_len]}
         if extra_key:
             observed[extra_key] = [float(steps[i] % 2)]
+        if camera:
+            observed["camera_2d"] = frame(i)
         return observed
 
     # --obs_grid: the same 4 values declared as a 2 x 2 grid (a sensor's shape).
@@ -44,6 +56,8 @@ def main():
     observation_space = {obs_key: {"size": shape, "space": "box"}}
     if extra_key:
         observation_space[extra_key] = {"size": [1.0], "space": "box"}
+    if camera:
+        observation_space["camera_2d"] = {"size": [3.0, 36.0, 36.0], "space": "box"}
 
     for message in messages(sock):
         kind = message["type"]

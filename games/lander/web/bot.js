@@ -12,6 +12,11 @@ class Bot {
     if (!observation || !action || !Array.isArray(spec.layers) || spec.layers.length === 0) {
       throw new BotError("bot file lacks observation, action or layers");
     }
+    const camera = (observation.keys || []).find((entry) => entry.encoder);
+    if (camera) {
+      // The page draws the arena, not the camera's frames the bot was trained on.
+      throw new BotError(`this bot sees camera frames (${camera.key}): the page plays bots that read coordinates; try lander play BOT`);
+    }
     this.spec = spec;
     this.obsSize = Number(observation.size);
     this.actionType = action.type;
