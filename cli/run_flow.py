@@ -264,6 +264,8 @@ def finish_run(paths: RunPaths, outcome: TrainOutcome) -> None:
             + how(f"eval {run} --game-bin {outcome.record.config.game_bin}")
         )
         return
+    if outcome.record.config.game_url is not None:
+        return  # an OpenEnv server: evaluated during the run (--eval-every), not after it
     target = run_target(paths)
     evaluation = evaluate_target(
         target, outcome.record.config.eval_episodes, None, outcome.record.config.port

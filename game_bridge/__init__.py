@@ -7,6 +7,6 @@ gymnasium, so a game process starts without it.
 
 from __future__ import annotations
 
-TRANSPORTS = ("tcp", "stdio")
+TRANSPORTS = ("tcp", "stdio", "openenv")
 """How the trainer and a game exchange messages: length-prefixed frames over TCP, or JSON
 lines on the game's standard input and output."""

@@ -14,11 +14,12 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from game_bridge import TRANSPORTS, protocol
 from game_bridge.errors import BridgeError, Interrupted, LaunchError, PortInUse
 from game_bridge.instance import GameInstance, waits_interrupted
+from game_bridge.openenv_instance import OpenEnvInstance
 from game_bridge.spaces import EnvInfo, parse_env_info
 from game_bridge.stdio_instance import StdioInstance
 
@@ -89,16 +90,28 @@ class LaunchConfig:
     moved_ports: dict[int, int] = field(default_factory=dict)
     cluster: GameCluster | None = None
     transport: str = "tcp"
+    game_url: str | None = None
+    max_episode_steps: int = 1000
+    schema_override: dict[str, Any] | None = None
 
     def __post_init__(self) -> None:
-        if not self.command:
+        if self.openenv and self.game_url is None:
+            raise LaunchError(None, "the openenv transport needs the server's URL")
+        if not self.command and not self.openenv:
             raise LaunchError(None, "no game to launch: give the command that starts one")
         if self.transport not in TRANSPORTS:
-            raise LaunchError(None, f"transport must be tcp or stdio, got {self.transport!r}")
+            raise LaunchError(
+                None, f"transport must be one of {', '.join(TRANSPORTS)}, got {self.transport!r}"
+            )
         if self.transport == "stdio" and self.cluster is not None:
             raise LaunchError(
                 None, "stdio games run on this machine only: --cluster needs a TCP game"
             )
+
+    @property
+    def openenv(self) -> bool:
+        """True when each instance is a session of an OpenEnv server (``game_url``)."""
+        return self.transport == "openenv"
 
     @property
     def stdio(self) -> bool:
@@ -108,7 +121,7 @@ class LaunchConfig:
     @property
     def offers_fast_wire(self) -> bool:
         """The binary step encoding is offered: asked for, and on TCP (a line holds JSON only)."""
-        return self.fast_wire and not self.stdio
+        return self.fast_wire and self.transport == "tcp"
 
     def port_of(self, index: int) -> int:
         """Instance ``index``'s port: ``base_port + index``, unless a restart moved it."""
@@ -117,7 +130,7 @@ class LaunchConfig:
     @property
     def forks_games(self) -> bool:
         """True when instances come from the fork server of the game's module."""
-        return self.fork_main is not None and not self.cluster and not self.stdio
+        return self.fork_main is not None and not self.cluster and self.transport == "tcp"
 
     @property
     def listen_host(self) -> str:
@@ -129,6 +142,16 @@ class LaunchConfig:
         or a stdio game's pipes."""
         if self.stdio:
             return StdioInstance(index, self.read_timeout, self.max_frame_bytes)
+        if self.openenv:
+            assert self.game_url is not None  # checked at construction
+            return OpenEnvInstance(
+                index,
+                self.game_url,
+                self.read_timeout,
+                self.max_frame_bytes,
+                self.max_episode_steps,
+                self.schema_override,
+            )
         if self.cluster is not None:
             return self.cluster.instance(index, port, self.read_timeout, self.max_frame_bytes)
         return GameInstance(index, port, self.host, self.read_timeout, self.max_frame_bytes)

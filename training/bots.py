@@ -18,7 +18,7 @@ from game_bridge.launcher import LaunchConfig, game_command
 from games import DEFAULT_GAME
 from training.checkpoints import find_resume_point
 from training.config import ConfigError, TrainConfig, apply_overrides
-from training.errors import game_not_given
+from training.errors import GameNotGiven, game_not_given
 from training.eval_records import owns_run
 from training.evaluation import (
     EvalResult,
@@ -42,6 +42,7 @@ def trained_with(config: TrainConfig) -> dict[str, Any]:
     return {
         "game": config.game,
         "game_bin": config.game_bin,
+        "game_url": config.game_url,
         "transport": config.game_transport,
         "game_args": dict(config.game_args),
         "action_repeat": config.action_repeat,
@@ -53,6 +54,7 @@ def trained_with(config: TrainConfig) -> dict[str, Any]:
 BOT_SETTINGS = (
     "game",
     "game_bin",
+    "game_url",
     "transport",
     "game_args",
     "action_repeat",
@@ -291,6 +293,13 @@ def evaluate_target(
 
     :raises GameNotGiven: the bot trained on a game program that nobody named here.
     """
+    url = target.trained.get("game_url")
+    if url is not None:
+        raise GameNotGiven(
+            f"bot {target.run or target.bot} was trained on the OpenEnv server {url}; lander "
+            "eval plays bundled games and --game-bin games (its run evaluates it on the server "
+            "with --eval-every)"
+        )
     chosen = str(game_bin) if game_bin is not None else target.game_bin
     named = target.trained.get("game_bin")
     if chosen is None and named is not None:

@@ -137,10 +137,31 @@ class TrainConfig:
     )
     transport: str | None = setting(
         None,
-        help="How the games talk: tcp (frames on a port each) or stdio (a JSON line a "
-        "message on stdin/stdout).",
+        help="How the games talk: tcp (frames on a port each), stdio (a JSON line a "
+        "message on stdin/stdout) or openenv (sessions of an OpenEnv server, --game-url).",
         choices=TRANSPORTS,
-        shown="the game's own (games/NAME/entry.py); tcp for --game-bin",
+        shown="the game's own (games/NAME/entry.py); tcp for --game-bin; openenv for --game-url",
+        panel="Games",
+    )
+    game_url: str | None = setting(
+        None,
+        help="An OpenEnv environment server to train (http://HOST:PORT): one WebSocket "
+        "session per --n-parallel, spaces from its /schema (instead of --game).",
+        shown="none",
+        panel="Games",
+    )
+    openenv_schema: str | None = setting(
+        None,
+        help="With --game-url: a JSON file {action: {FIELD: schema or null}, observation: "
+        "{...}} replacing fields of the server's schemas (null drops one).",
+        shown="none",
+        panel="Games",
+    )
+    max_episode_steps: int = setting(
+        1000,
+        help="With --game-url: steps after which lander ends an episode itself (a "
+        "truncation; OpenEnv has one done flag).",
+        low=1,
         panel="Games",
     )
     game_args: dict[str, str] = setting(
@@ -457,7 +478,14 @@ class TrainConfig:
         """The transport the games are spoken to with: ``--transport``, else the game's own."""
         if self.transport is not None:
             return self.transport
+        if self.game_url is not None:
+            return "openenv"
         return "tcp" if self.game_bin is not None else game_entry(self.game).transport
+
+    @property
+    def own_game(self) -> str | None:
+        """The user's game (``--game-bin`` or ``--game-url``), None for a bundled one."""
+        return self.game_bin if self.game_bin is not None else self.game_url
 
     def validate(self) -> TrainConfig:
         """Check every setting against its declaration (finite, bounds, choices), then the
@@ -499,7 +527,19 @@ class TrainConfig:
             raise ConfigError("--opponent plays the other sides of --self-play: add --self-play")
         if self.cluster is not None and self.in_process:
             raise ConfigError("--in-process trains without games: it cannot use --cluster")
-        if self.game_bin is None:
+        if (self.game_url is not None) != (self.game_transport == "openenv"):
+            raise ConfigError(
+                "--transport openenv trains an OpenEnv server: give it with --game-url URL"
+                if self.game_url is None
+                else "--game-url is an OpenEnv server: its transport is openenv"
+            )
+        if self.game_url is not None and (self.game_bin is not None or self.cluster is not None):
+            raise ConfigError("--game-url is a running server: drop --game-bin and --cluster")
+        if self.game_url is not None and not self.game_url.startswith(
+            ("http://", "https://", "ws://", "wss://")
+        ):
+            raise ConfigError(f"--game-url must be http(s):// or ws(s)://, got {self.game_url!r}")
+        if self.own_game is None:
             check_bundled_game_args(self.game, self.game_args)
         if self.game_bin is not None and self.game != DEFAULT_GAME:
             raise ConfigError(

@@ -37,6 +37,8 @@ def game_name(trained: dict[str, Any], game_bin: str | Path | None = None) -> st
     chosen = game_bin if game_bin is not None else trained.get("game_bin")
     if chosen is not None:
         return Path(str(chosen)).name
+    if trained.get("game_url"):  # an OpenEnv server: its address names it
+        return str(trained["game_url"])
     return game_entry(trained.get("game") or DEFAULT_GAME).record_name(
         trained.get("game_args") or {}
     )

@@ -8,6 +8,7 @@ example of 4 instances).
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +22,7 @@ from game_bridge.launcher import (
 )
 from game_bridge.spaces import EnvInfo
 from games import launch_settings
-from training.config import TrainConfig
+from training.config import ConfigError, TrainConfig
 
 
 def game_launch(game: str, game_bin: str | Path | None) -> dict[str, Any]:
@@ -35,6 +36,16 @@ def game_launch(game: str, game_bin: str | Path | None) -> dict[str, Any]:
 
 def launch_config(config: TrainConfig, output_dir: Path | None = None) -> LaunchConfig:
     """The bridge's launch settings for a run's configuration."""
+    if config.game_url is not None:
+        return LaunchConfig(
+            transport="openenv",
+            game_url=config.game_url,
+            n_instances=config.n_parallel,
+            read_timeout=config.read_timeout,
+            output_dir=output_dir,
+            max_episode_steps=config.max_episode_steps,
+            schema_override=openenv_override(config.openenv_schema),
+        )
     game_args = {"agents": str(config.agents_per_instance), **config.game_args}
     cluster = None
     if config.cluster is not None:
@@ -55,6 +66,27 @@ def launch_config(config: TrainConfig, output_dir: Path | None = None) -> Launch
         output_dir=output_dir,
         fast_wire=config.fast_wire,
     )
+
+
+def openenv_override(path: str | None) -> dict[str, Any] | None:
+    """``--openenv-schema``: the fields it replaces in the server's schemas.
+
+    :raises ConfigError: a file that cannot be read or is not such an object.
+    """
+    if path is None:
+        return None
+    try:
+        override = json.loads(Path(path).read_text())
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"--openenv-schema {path}: cannot read it as JSON ({exc})") from None
+    if not isinstance(override, dict) or not all(
+        key in ("action", "observation") and isinstance(value, dict)
+        for key, value in override.items()
+    ):
+        raise ConfigError(
+            f'--openenv-schema {path}: expected {{"action": {{...}}, "observation": {{...}}}}'
+        )
+    return override
 
 
 class EarlyGames:

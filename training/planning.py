@@ -101,8 +101,8 @@ def _given_settings(
 
 def _game_defaults(config: TrainConfig) -> dict[str, Any]:
     """The settings a new run of a bundled game starts from (its registry entry's
-    ``train_defaults``); none for a game binary, which is another game."""
-    if config.game_bin is not None or config.game not in BUNDLED_GAMES:
+    ``train_defaults``); none for a game binary or server, which is another game."""
+    if config.own_game is not None or config.game not in BUNDLED_GAMES:
         return {}
     return dict(game_entry(config.game).train_defaults)
 

@@ -91,7 +91,7 @@ def candidates(paths: RunPaths, record: RunRecord, final: Path) -> list[Candidat
         ]
         learner = Candidate("final", final, float(ratings.get(LEARNER, 0.0)))
         return [*sorted(found, key=lambda c: c.rating), learner]
-    if record.config.game_bin is not None:
+    if record.config.own_game is not None:
         raise ExportError(
             "--tiers ranks a run's models by rating (self-play) or by normalized score on a "
             "bundled game; this run trained on a game of your own without --self-play"

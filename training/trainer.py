@@ -222,7 +222,9 @@ class TrainingSession:
         self.partner_env = _partner_view(self.env)
         declared = self.game_env.agents_per_instance if self.game_env is not None else None
         self.agents_note: str | None = None
-        if declared is not None and declared != self.config.agents_per_instance:
+        if declared is not None and self.config.game_url is not None:
+            self.config.agents_per_instance = declared  # one agent a session: nothing to say
+        elif declared is not None and declared != self.config.agents_per_instance:
             self.agents_note = (
                 f"the game declares {declared} agent(s) per instance "
                 f"(--agents-per-instance {self.config.agents_per_instance} applies to the "
@@ -495,7 +497,7 @@ class TrainingSession:
         )
         if every <= 0:
             return []
-        if config.game_bin is None:
+        if config.own_game is None:
             settings: Any = game_settings(config.game, config.game_args, config.action_repeat)
         else:
             settings = _bridge_evaluator(config, self.closers)
@@ -693,8 +695,9 @@ def _stop_on_signals(stop: StopFlag, console: Console) -> Iterator[dict[str, int
 def _bridge_evaluator(
     config: TrainConfig, closers: list[Callable[[], None]]
 ) -> Callable[[Policy, int], EvalResult]:
-    """Evaluation on one more instance of the run's own game, started at the first
-    evaluation on the ports after the training games' and kept for the run."""
+    """Evaluation on one more instance of the run's own game (one more session of an
+    OpenEnv server), started at the first evaluation on the ports after the training
+    games' and kept for the run."""
     games: list[GameVecEnv] = []
 
     def evaluate(policy: Policy, episodes: int) -> EvalResult:
@@ -743,6 +746,8 @@ def _banner(plan: TrainPlan, request: TrainRequest, model: PPO) -> str:
         where = f"in-process {in_process_env_id(config.game)}"
     elif config.game_transport == "stdio":
         where = f"{config.n_parallel} {game} instance(s) on stdio"
+    elif config.game_url is not None:
+        where = f"{config.n_parallel} session(s) of the OpenEnv server {config.game_url}"
     else:
         where = f"{config.n_parallel} {game} instance(s) from port {config.port}"
     origin = (

@@ -1,0 +1,210 @@
+"""lander trains an OpenEnv environment server: the real ``openenv`` package, installed
+in a throwaway virtual environment of the tests (lander's own install does not carry
+it), serves an environment written from the package's template
+(``tests/games/openenv_reach.py``), and lander speaks to it over ``/ws`` with its own
+client: spaces from ``/schema``, several sessions at once, its own time limit, every
+fault one named fault, restarted like a game's."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from game_bridge.errors import BridgeError
+from game_bridge.launcher import LaunchConfig
+from game_bridge.openenv_schema import SchemaError, spaces_of
+from game_bridge.vec_env import GameVecEnv
+from tests.conftest import GAMES_DIR, find_free_port_block, lander, tensorboard_steps
+
+OPENENV_VERSION = "0.10.0"
+SERVER_START_S = 60.0
+
+
+@pytest.fixture(scope="session")
+def openenv_python(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A Python with the ``openenv`` package (and its server: FastAPI, uvicorn); one made
+    already may be named by ``LANDER_TEST_OPENENV_PYTHON`` (installing takes a minute)."""
+    given = os.environ.get("LANDER_TEST_OPENENV_PYTHON")
+    if given:
+        return Path(given)
+    home = tmp_path_factory.mktemp("openenv-venv")
+    subprocess.run([sys.executable, "-m", "venv", str(home)], check=True, timeout=300)
+    python = home / "bin" / "python"
+    installed = subprocess.run(
+        [str(python), "-m", "pip", "install", "-q", f"openenv=={OPENENV_VERSION}"],
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    assert installed.returncode == 0, installed.stdout[-2000:] + installed.stderr[-2000:]
+    return python
+
+
+Server = Callable[..., str]
+
+
+@pytest.fixture
+def reach_server(openenv_python: Path, tmp_path: Path) -> Iterator[Server]:
+    """Start the Reach server with arguments; returns its base URL once ``/health`` answers."""
+    started: list[subprocess.Popen[bytes]] = []
+
+    def start(*args: str) -> str:
+        port = find_free_port_block(1)
+        log = (tmp_path / f"server-{port}.log").open("wb")
+        process = subprocess.Popen(
+            [str(openenv_python), str(GAMES_DIR / "openenv_reach.py"), "--port", str(port), *args],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+        started.append(process)
+        url = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + SERVER_START_S
+        while time.monotonic() < deadline:
+            assert process.poll() is None, (tmp_path / f"server-{port}.log").read_text()
+            try:
+                with urllib.request.urlopen(url + "/health", timeout=2) as answer:
+                    if answer.status == 200:
+                        return url
+            except OSError:
+                time.sleep(0.1)
+        raise AssertionError(f"the OpenEnv server did not answer within {SERVER_START_S} s")
+
+    yield start
+    for process in started:
+        process.kill()
+        process.wait(timeout=10)
+
+
+def _env(url: str, sessions: int = 1, **settings: object) -> GameVecEnv:
+    """The server's sessions as the trainer drives them (restarts on, as a run has them)."""
+    return GameVecEnv(
+        LaunchConfig(transport="openenv", game_url=url, n_instances=sessions, **settings),  # type: ignore[arg-type]
+        max_restarts_per_minute=3,
+    )
+
+
+def test_the_servers_schema_becomes_spaces_and_sessions_step_together(
+    reach_server: Server,
+) -> None:
+    url = reach_server("--episode", "5")
+    env = _env(url, sessions=3, max_episode_steps=1000)
+    try:
+        assert env.action_space.shape == (1,)
+        assert env.observation_space.shape == (2,)  # position, target: the schema's order
+        obs = env.reset()
+        assert obs.shape == (3, 2) and np.all(np.abs(obs[:, 1]) <= 1.0)
+        ended = 0
+        for step in range(10):
+            obs, rewards, dones, infos = env.step(np.ones((3, 1), dtype=np.float32))
+            assert np.all(rewards <= 0.0)
+            if step == 4:  # the server's done after 5 steps: a real end, not a time limit
+                assert dones.all()
+                assert not any(info["TimeLimit.truncated"] for info in infos)
+                ended += 1
+        assert ended == 1
+    finally:
+        env.close()
+
+
+def test_lander_ends_an_episode_at_its_own_time_limit(reach_server: Server) -> None:
+    url = reach_server("--episode", "1000")
+    env = _env(url, max_episode_steps=4)
+    try:
+        env.reset()
+        ends = []
+        for _ in range(4):
+            _, _, dones, infos = env.step(np.zeros((1, 1), dtype=np.float32))
+            ends.append(bool(dones[0]))
+        assert ends == [False, False, False, True] and infos[0]["TimeLimit.truncated"]
+        assert infos[0]["terminal_observation"].shape == (2,)
+    finally:
+        env.close()
+
+
+def test_lander_trains_an_openenv_server_and_its_reward_rises(
+    reach_server: Server, tmp_path: Path
+) -> None:
+    url = reach_server("--max-envs", "8")
+    trained = lander(
+        tmp_path, "train", "reach", "--game-url", url, "--n-parallel", "4",
+        "--timesteps", "24000", "--n-steps", "64", "--no-git", timeout=600,
+    )  # fmt: skip
+    output = trained.stdout + trained.stderr
+    assert trained.returncode == 0, output
+    assert "Traceback" not in output
+    rewards = [r for _, r in tensorboard_steps(tmp_path / "logs" / "reach", "rollout/ep_rew_mean")]
+    assert len(rewards) >= 5, rewards
+    assert rewards[-1] > rewards[0] + 2.0, rewards  # a random push scores about -15 an episode
+    record = json.loads((tmp_path / "checkpoints" / "reach" / "run.json").read_text())
+    assert record["config"]["game_url"] == url
+    bot = json.loads((tmp_path / "bots" / "reach.json").read_text())
+    assert bot["action"]["keys"] == [{"key": "push", "size": 1, "action_type": "continuous"}]
+    assert bot["trained_with"]["transport"] == "openenv"
+
+
+@pytest.mark.parametrize(
+    ("fault", "named"),
+    [
+        ("error", "EXECUTION_ERROR"),
+        ("hang", "no reply within"),
+    ],
+)
+def test_a_server_fault_is_named_and_the_session_restarted(
+    reach_server: Server, fault: str, named: str
+) -> None:
+    url = reach_server("--fault", fault, "--after", "6")
+    env = _env(url, sessions=2, read_timeout=1.0)
+    try:
+        env.reset()
+        restarted = []
+        for _ in range(12):
+            infos = env.step(np.zeros((2, 1), dtype=np.float32))[3]
+            restarted += [info["game_restarted"] for info in infos if "game_restarted" in info]
+        assert len(restarted) == 1 and named in restarted[0], restarted
+        assert len(env.restarts) == 1
+    finally:
+        env.close()
+
+
+def test_a_server_that_dies_is_one_named_fault(reach_server: Server) -> None:
+    url = reach_server("--fault", "die", "--after", "3")
+    env = _env(url, read_timeout=2.0)
+    try:
+        env.reset()
+        with pytest.raises(BridgeError, match=r"restarts within a minute.*cannot open a session"):
+            for _ in range(10):
+                env.step(np.zeros((1, 1), dtype=np.float32))
+    finally:
+        env.close()
+
+
+def test_a_server_at_capacity_is_one_named_fault(reach_server: Server) -> None:
+    url = reach_server("--max-envs", "1")
+    first = _env(url)
+    try:
+        first.reset()
+        with pytest.raises(BridgeError, match="CAPACITY_REACHED"):
+            _env(url).reset()
+    finally:
+        first.close()
+
+
+def test_a_schema_lander_cannot_map_is_one_line_and_can_be_overridden() -> None:
+    schema = {
+        "action": {"properties": {"text": {"type": "string"}}},
+        "observation": {"properties": {"x": {"type": "number"}, "reward": {}}},
+    }
+    with pytest.raises(SchemaError, match="action field 'text' \\(string\\) cannot be mapped"):
+        spaces_of(schema)
+    fixed = spaces_of(schema, {"action": {"text": {"enum": ["left", "right"]}}, "observation": {}})
+    assert fixed.action({"text": 1}) == {"text": "right"}
+    assert fixed.observation({"x": 2.5}) == [2.5]
