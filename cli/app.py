@@ -293,6 +293,30 @@ def play(
 
 
 @app.command(cls=PanelledCommand)
+def serve(
+    game: Annotated[
+        str, typer.Argument(metavar="|".join(BUNDLED_GAMES), help="The bundled game to serve.")
+    ] = DEFAULT_GAME,
+    port: Annotated[int, typer.Option(help="TCP port of the server.")] = 8000,
+    host: Annotated[
+        str, typer.Option(help="The address to serve on (0.0.0.0 for the LAN or a container).")
+    ] = "127.0.0.1",
+    max_sessions: Annotated[
+        int, typer.Option(help="Sessions (environments) at once; one more is refused.")
+    ] = 8,
+    game_arg: Annotated[
+        list[str] | None,
+        typer.Option("--game-arg", metavar="KEY=VALUE", help="A setting of the game."),
+    ] = None,
+) -> None:
+    """Serve a bundled game as an OpenEnv environment (WebSocket sessions at /ws, /schema,
+    /health), for OpenEnv's clients and `lander train --game-url` (docs/openenv.md)."""
+    from cli.serving import serve_game
+
+    serve_game(game, flags.parse_game_args(game_arg), host, port, max_sessions)
+
+
+@app.command(cls=PanelledCommand)
 def record(
     target: Annotated[
         str | None,

@@ -23,7 +23,7 @@ from game_bridge.errors import BridgeError
 from game_bridge.launcher import LaunchConfig
 from game_bridge.openenv_schema import SchemaError, spaces_of
 from game_bridge.vec_env import GameVecEnv
-from tests.conftest import GAMES_DIR, find_free_port_block, lander, tensorboard_steps
+from tests.conftest import GAMES_DIR, LANDER, find_free_port_block, lander, tensorboard_steps
 
 OPENENV_VERSION = "0.10.0"
 SERVER_START_S = 60.0
@@ -208,3 +208,121 @@ def test_a_schema_lander_cannot_map_is_one_line_and_can_be_overridden() -> None:
     fixed = spaces_of(schema, {"action": {"text": {"enum": ["left", "right"]}}, "observation": {}})
     assert fixed.action({"text": 1}) == {"text": "right"}
     assert fixed.observation({"x": 2.5}) == [2.5]
+
+
+@pytest.fixture
+def lander_serve(tmp_path: Path) -> Iterator[Callable[..., str]]:
+    """``lander serve GAME ...`` started as a user starts it; returns its base URL."""
+    started: list[subprocess.Popen[bytes]] = []
+
+    def start(*args: str) -> str:
+        port = find_free_port_block(1)
+        log = tmp_path / f"serve-{port}.log"
+        process = subprocess.Popen(
+            [str(LANDER), "serve", *args, "--port", str(port)],
+            stdout=log.open("wb"),
+            stderr=subprocess.STDOUT,
+            cwd=tmp_path,
+        )
+        started.append(process)
+        url = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + SERVER_START_S
+        while time.monotonic() < deadline:
+            assert process.poll() is None, log.read_text()
+            try:
+                with urllib.request.urlopen(url + "/health", timeout=2) as answer:
+                    if json.loads(answer.read()) == {"status": "healthy"}:
+                        return url
+            except OSError:
+                time.sleep(0.1)
+        raise AssertionError(f"lander serve did not answer within {SERVER_START_S} s")
+
+    yield start
+    for process in started:
+        process.terminate()
+        process.wait(timeout=10)
+
+
+_PACKAGE_CLIENT = """
+import json, sys
+from openenv.core import GenericEnvClient
+url, seed, actions = sys.argv[1], int(sys.argv[2]), json.loads(sys.argv[3])
+played = []
+with GenericEnvClient(base_url=url).sync() as env:
+    first = env.reset(seed=seed)
+    played.append({"obs": first.observation["obs"], "reward": first.reward, "done": first.done})
+    for action in actions:
+        result = env.step({"action": action})
+        played.append({"obs": result.observation["obs"], "reward": result.reward, "done": result.done})
+print(json.dumps(played))
+"""
+
+
+def test_the_packages_client_drives_lander_serve_stroke(
+    openenv_python: Path, lander_serve: Callable[..., str]
+) -> None:
+    """The ``openenv`` package's own client resets and steps ``lander serve stroke``; the
+    observations and rewards are the stroke game's own (its in-process env, same seed and
+    actions)."""
+    import gymnasium
+
+    import games.stroke.gym_env  # noqa: F401 (registers Stroke-v0)
+
+    url = lander_serve("stroke")
+    with urllib.request.urlopen(url + "/schema", timeout=5) as answer:
+        schema = json.loads(answer.read())
+    assert spaces_of(schema).env_info()["action_space"] == {
+        "action": {"size": 2, "action_type": "continuous"}
+    }
+    rng = np.random.default_rng(4)
+    actions = rng.uniform(-1, 1, (12, 2)).round(3).tolist()
+    played = subprocess.run(
+        [str(openenv_python), "-c", _PACKAGE_CLIENT, url, "7", json.dumps(actions)],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert played.returncode == 0, played.stderr[-3000:]
+    steps = json.loads(played.stdout)
+    env = gymnasium.make("Stroke-v0")
+    obs, _ = env.reset(seed=7)
+    np.testing.assert_allclose(steps[0]["obs"], obs, atol=1e-6)
+    for action, step in zip(actions, steps[1:], strict=True):
+        obs, reward, terminated, truncated, _ = env.step(np.asarray(action, np.float32))
+        np.testing.assert_allclose(step["obs"], obs, atol=1e-6)
+        assert step["reward"] == pytest.approx(reward, abs=1e-6)
+        assert step["done"] == (terminated or truncated)
+
+
+def test_lander_serve_refuses_a_session_past_its_limit_and_bad_actions(
+    lander_serve: Callable[..., str],
+) -> None:
+    from websockets.sync.client import connect
+
+    url = lander_serve("lander", "--max-sessions", "2").replace("http", "ws") + "/ws"
+    with connect(url) as first, connect(url) as second, connect(url) as third:
+        refused = json.loads(third.recv(timeout=10))
+        assert refused["type"] == "error" and refused["data"]["code"] == "CAPACITY_REACHED"
+        for session in (first, second):
+            session.send(json.dumps({"type": "reset", "data": {"seed": 1}}))
+            assert json.loads(session.recv(timeout=10))["type"] == "observation"
+        first.send(json.dumps({"type": "step", "data": {"action": [5.0, 0.0]}}))
+        assert json.loads(first.recv(timeout=10))["data"]["code"] == "VALIDATION_ERROR"
+        first.send("not json")
+        assert json.loads(first.recv(timeout=10))["data"]["code"] == "INVALID_JSON"
+        second.send(json.dumps({"type": "step", "data": {"action": [0.5, 0.0]}}))
+        stepped = json.loads(second.recv(timeout=10))
+        assert stepped["type"] == "observation" and len(stepped["data"]["observation"]["obs"]) == 7
+
+
+def test_lander_trains_its_own_game_through_lander_serve(
+    lander_serve: Callable[..., str], tmp_path: Path
+) -> None:
+    """Both ends lander's: the bundled lander served, trained with --game-url (4 sessions)."""
+    url = lander_serve("lander")
+    trained = lander(
+        tmp_path, "train", "served", "--game-url", url, "--n-parallel", "4",
+        "--timesteps", "4096", "--no-git", timeout=600,
+    )  # fmt: skip
+    assert trained.returncode == 0, trained.stdout + trained.stderr
+    assert "4 session(s) of the OpenEnv server" in trained.stdout
+    bot = json.loads((tmp_path / "bots" / "served.json").read_text())
+    assert bot["observation"]["size"] == 7 and bot["action"]["size"] == 2

@@ -1,0 +1,65 @@
+"""``lander serve GAME``: a bundled game as an OpenEnv environment server, so OpenEnv's
+clients (and a Hugging Face Space, docs/openenv.md) can play and train it.
+
+The server itself knows no game (:mod:`game_bridge.openenv_server`); here a bundled
+game's in-process gymnasium environment is made, one per session, with the game's
+arguments checked as a run's are.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import errno
+import importlib
+from typing import Any
+
+import gymnasium
+
+from cli.console import console, fail
+from game_bridge.openenv_server import OpenEnvServer, ServeError
+from games import BUNDLED_GAMES, game_entry
+from training.config import ConfigError, check_bundled_game_args
+
+
+def game_factory(game: str, game_args: dict[str, str]) -> Any:
+    """What makes one environment of the bundled ``game`` with ``game_args``.
+
+    :raises ConfigError: an unknown game or argument.
+    """
+    if game not in BUNDLED_GAMES:
+        raise ConfigError(f"GAME must be one of {', '.join(BUNDLED_GAMES)}, got {game!r}")
+    check_bundled_game_args(game, game_args)
+    entry = game_entry(game)
+    env_id = str(importlib.import_module(entry.gym_module).ENV_ID)
+    kwargs = entry.in_process_kwargs(game_args, None)
+
+    def make() -> gymnasium.Env[Any, Any]:
+        return gymnasium.make(env_id, **kwargs)
+
+    return make
+
+
+def serve_game(
+    game: str, game_args: dict[str, str], host: str, port: int, max_sessions: int
+) -> None:
+    """Serve until Ctrl-C; every user mistake is one red line."""
+    if not 1 <= max_sessions <= 1024:
+        fail(f"--max-sessions must be from 1 to 1024, got {max_sessions}")
+    try:
+        server = OpenEnvServer(game_factory(game, game_args), game, max_sessions)
+    except (ConfigError, ServeError) as exc:
+        fail(str(exc))
+
+    def ready() -> None:
+        console.print(
+            f"serving {game} as an OpenEnv environment at http://{host}:{port} "
+            f"(sessions at ws://{host}:{port}/ws, up to {max_sessions}); Ctrl-C stops"
+        )
+
+    try:
+        asyncio.run(server.serve(host, port, ready))
+    except KeyboardInterrupt:
+        console.print("stopped")
+    except OSError as exc:
+        taken = exc.errno == errno.EADDRINUSE
+        fail(f"cannot serve on {host}:{port}: " + ("the port is in use" if taken else str(exc)))

@@ -1,0 +1,307 @@
+"""Any gymnasium environment served as an OpenEnv environment server (``lander serve``).
+
+It speaks what the ``openenv`` package's server speaks (read from its
+``core/env_server/http_server.py``): one environment per WebSocket session at ``/ws``,
+messages ``{"type": "reset"|"step"|"state"|"close", "data": {...}}``, replies
+``{"type": "observation", "data": {"observation": {...}, "reward", "done", "metadata"}}``,
+``{"type": "state", ...}`` or ``{"type": "error", "data": {"message", "code"}}`` with the
+package's codes, a session past ``max_sessions`` refused with ``CAPACITY_REACHED`` and
+closed; and over HTTP ``GET /health``, ``/schema`` (the action, observation and state
+models as JSON Schema) and ``/metadata``. So the package's own client (and lander's,
+``--game-url``) plays it unchanged.
+
+The models are the spaces': the action is one field ``action`` (a fixed-length array of
+bounded numbers for a Box, a bounded integer for Discrete), the observation one field
+``obs`` (a fixed-length array, flattened). OpenEnv has one ``done`` flag: a time limit's
+end is ``done`` with ``metadata.truncated`` true. HTTP ``POST /reset`` and ``/step``
+(which keep no episode in the package either) are not served: the server is websockets',
+which reads GET requests only; episodes are played over ``/ws``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from http import HTTPStatus
+from typing import Any
+
+import gymnasium
+import numpy as np
+from gymnasium import spaces
+
+from game_bridge.errors import LanderError
+
+EnvFactory = Callable[[], gymnasium.Env[Any, Any]]
+
+
+class ServeError(LanderError, ValueError):
+    """An environment that cannot be served (spaces with no OpenEnv model)."""
+
+
+def _bounded(low: float, high: float, kind: str) -> dict[str, Any]:
+    schema: dict[str, Any] = {"type": kind}
+    if math.isfinite(low):
+        schema["minimum"] = low
+    if math.isfinite(high):
+        schema["maximum"] = high
+    return schema
+
+
+def _array(space: spaces.Box) -> dict[str, Any]:
+    size = int(np.prod(space.shape))
+    kind = "integer" if np.issubdtype(space.dtype, np.integer) else "number"
+    low, high = float(np.min(space.low)), float(np.max(space.high))
+    return {"type": "array", "items": _bounded(low, high, kind), "minItems": size, "maxItems": size}
+
+
+def action_schema(space: spaces.Space[Any], title: str) -> dict[str, Any]:
+    """The action model: one field ``action``.
+
+    :raises ServeError: a space with no OpenEnv model here.
+    """
+    if isinstance(space, spaces.Box):
+        action = _array(space)
+    elif isinstance(space, spaces.Discrete):
+        first = int(space.start)
+        action = {"type": "integer", "minimum": first, "maximum": first + int(space.n) - 1}
+    else:
+        raise ServeError(f"cannot serve an action space {space}: Box or Discrete only")
+    return {
+        "title": f"{title}Action",
+        "type": "object",
+        "properties": {"action": action},
+        "required": ["action"],
+    }
+
+
+def observation_schema(space: spaces.Space[Any], title: str) -> dict[str, Any]:
+    """The observation model: ``obs`` and the protocol's ``done``, ``reward``, ``metadata``."""
+    if not isinstance(space, spaces.Box):
+        raise ServeError(f"cannot serve an observation space {space}: Box only")
+    return {
+        "title": f"{title}Observation",
+        "type": "object",
+        "properties": {
+            "obs": _array(space),
+            "done": {"type": "boolean", "default": False},
+            "reward": {"anyOf": [{"type": "number"}, {"type": "null"}], "default": None},
+            "metadata": {"type": "object", "additionalProperties": True},
+        },
+    }
+
+
+STATE_SCHEMA = {
+    "title": "State",
+    "type": "object",
+    "properties": {"episode_id": {"type": "string"}, "step_count": {"type": "integer"}},
+}
+
+
+def _error(message: str, code: str) -> str:
+    return json.dumps({"type": "error", "data": {"message": message, "code": code}})
+
+
+@dataclass
+class _Session:
+    """One session's environment and its episode."""
+
+    env: gymnasium.Env[Any, Any]
+    episode_id: str = ""
+    step_count: int = 0
+    over: bool = True
+
+
+class OpenEnvServer:
+    """Serve environments made by ``factory`` as an OpenEnv server.
+
+    :param factory: makes one environment (one per session).
+    :param name: the environment's name (``/metadata``, the models' titles).
+    :param max_sessions: sessions at once; one more is refused with ``CAPACITY_REACHED``.
+    """
+
+    def __init__(self, factory: EnvFactory, name: str, max_sessions: int = 8) -> None:
+        self.factory = factory
+        self.name = name
+        self.max_sessions = max_sessions
+        probe = factory()
+        try:
+            title = name.title().replace("-", "").replace("_", "")
+            self.action_space = probe.action_space
+            self.observation_space = probe.observation_space
+            self.schemas = {
+                "action": action_schema(probe.action_space, title),
+                "observation": observation_schema(probe.observation_space, title),
+                "state": STATE_SCHEMA,
+            }
+        finally:
+            probe.close()
+        self.sessions = 0
+
+    # -- HTTP ------------------------------------------------------------------
+
+    def _http(self, connection: Any, request: Any) -> Any:
+        """websockets' ``process_request``: answer the GET routes, let ``/ws`` through."""
+        from websockets.datastructures import Headers
+        from websockets.http11 import Response
+
+        path = request.path.split("?", 1)[0]
+        if path == "/ws":
+            return None
+        bodies: dict[str, Any] = {
+            "/health": {"status": "healthy"},
+            "/schema": self.schemas,
+            "/metadata": {
+                "name": self.name,
+                "description": f"lander's bundled game {self.name!r}, served by lander serve",
+            },
+        }
+        if path not in bodies:
+            status, body = HTTPStatus.NOT_FOUND, {"detail": "Not Found"}
+        else:
+            status, body = HTTPStatus.OK, bodies[path]
+        data = json.dumps(body).encode()
+        headers = Headers(
+            [("Content-Type", "application/json"), ("Content-Length", str(len(data)))]
+        )
+        return Response(status.value, status.phrase, headers, data)
+
+    # -- WebSocket -----------------------------------------------------------------
+
+    async def _session(self, connection: Any) -> None:
+        """One client's environment, for as long as its connection lasts."""
+        from websockets.exceptions import ConnectionClosed
+
+        if self.sessions >= self.max_sessions:
+            await connection.send(
+                _error(
+                    f"the server is at capacity ({self.sessions}/{self.max_sessions} sessions)",
+                    "CAPACITY_REACHED",
+                )
+            )
+            await connection.close()
+            return
+        self.sessions += 1
+        session = _Session(self.factory())
+        try:
+            async for raw in connection:
+                reply = self._answer(session, raw)
+                if reply is None:
+                    break
+                await connection.send(reply)
+        except ConnectionClosed:
+            pass
+        finally:
+            self.sessions -= 1
+            session.env.close()
+
+    def _answer(self, session: _Session, raw: Any) -> str | None:
+        """The reply to one message (None: the client closes the session)."""
+        try:
+            message = json.loads(raw)
+        except (TypeError, ValueError) as exc:
+            return _error(f"Invalid JSON: {exc}", "INVALID_JSON")
+        if not isinstance(message, dict):
+            return _error("a message is a JSON object", "INVALID_JSON")
+        kind = message.get("type", "")
+        data = message.get("data") or {}
+        try:
+            if kind == "reset":
+                return self._reset(session, data)
+            if kind == "step":
+                return self._step(session, data)
+            if kind == "state":
+                state = {"episode_id": session.episode_id, "step_count": session.step_count}
+                return json.dumps({"type": "state", "data": state})
+            if kind == "close":
+                return None
+        except _Invalid as exc:
+            return _error(str(exc), "VALIDATION_ERROR")
+        except Exception as exc:  # the package answers any failure of the environment so
+            return _error(str(exc), "EXECUTION_ERROR")
+        return _error(f"Unknown message type: {kind}", "UNKNOWN_TYPE")
+
+    def _reset(self, session: _Session, data: dict[str, Any]) -> str:
+        seed = data.get("seed") if isinstance(data, dict) else None
+        if seed is not None and (not isinstance(seed, int) or isinstance(seed, bool) or seed < 0):
+            raise _Invalid(f"seed must be a whole number of 0 or more, got {seed!r}")
+        obs, _ = session.env.reset(seed=seed)
+        session.episode_id = str(data.get("episode_id") or uuid.uuid4())
+        session.step_count = 0
+        session.over = False
+        return self._observation(obs, None, False, {})
+
+    def _step(self, session: _Session, data: dict[str, Any]) -> str:
+        if session.over:
+            raise RuntimeError("the episode is over: send reset first")
+        action = self._action(data)
+        obs, reward, terminated, truncated, info = session.env.step(action)
+        session.step_count += 1
+        done = bool(terminated or truncated)
+        session.over = done
+        metadata: dict[str, Any] = {"truncated": bool(truncated and not terminated)}
+        if "is_success" in info:
+            metadata["is_success"] = bool(info["is_success"])
+        return self._observation(obs, float(reward), done, metadata)
+
+    def _action(self, data: dict[str, Any]) -> Any:
+        """The action field as the environment takes it, checked against its schema."""
+        if not isinstance(data, dict) or "action" not in data:
+            raise _Invalid("the action has one field, 'action'")
+        value = data["action"]
+        space = self.action_space
+        if isinstance(space, spaces.Discrete):
+            first = int(space.start)
+            if (
+                not isinstance(value, int)
+                or isinstance(value, bool)
+                or not (first <= value < first + int(space.n))
+            ):
+                raise _Invalid(f"action must be an integer from {first} to {first + space.n - 1}")
+            return value
+        assert isinstance(space, spaces.Box)
+        size = int(np.prod(space.shape))
+        if (
+            not isinstance(value, list)
+            or len(value) != size
+            or not all(
+                isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)
+                for v in value
+            )
+        ):
+            raise _Invalid(f"action must be a list of {size} finite numbers")
+        array = np.asarray(value, dtype=space.dtype).reshape(space.shape)
+        if not space.contains(array):
+            raise _Invalid(f"action {value} is outside its bounds")
+        return array
+
+    @staticmethod
+    def _observation(obs: Any, reward: float | None, done: bool, metadata: dict[str, Any]) -> str:
+        values = np.asarray(obs).reshape(-1).tolist()
+        return json.dumps(
+            {
+                "type": "observation",
+                "data": {
+                    "observation": {"obs": values},
+                    "reward": reward,
+                    "done": done,
+                    "metadata": metadata,
+                },
+            }
+        )
+
+    async def serve(self, host: str, port: int, ready: Callable[[], None] | None = None) -> None:
+        """Serve until cancelled; ``ready`` is called once the port listens."""
+        from websockets.asyncio.server import serve
+
+        async with serve(self._session, host, port, process_request=self._http, max_size=2**24):
+            if ready is not None:
+                ready()
+            await asyncio.Future()
+
+
+class _Invalid(ValueError):
+    """A message that does not fit the schema (the package's ``VALIDATION_ERROR``)."""
