@@ -131,6 +131,8 @@ def test_a_camera_run_learns_through_real_games_and_exports_a_bot_that_sees(
     assert "episode" in played.stdout
     evaluated = lander(tmp_path, "eval", "eyes", "--episodes", "4")
     assert evaluated.returncode == 0 and "normalized_score=" in evaluated.stdout, evaluated.stdout
+    page = lander(tmp_path, "play", "eyes", "--web", "--web-port", str(find_free_port_block(1)))
+    assert page.returncode == 1 and "page does not play observation=pixels" in page.stderr
 
 
 def test_a_game_with_a_camera_beside_a_vector_exports_both_inputs(

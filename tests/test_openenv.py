@@ -52,36 +52,53 @@ def openenv_python(tmp_path_factory: pytest.TempPathFactory) -> Path:
 Server = Callable[..., str]
 
 
-@pytest.fixture
-def reach_server(openenv_python: Path, tmp_path: Path) -> Iterator[Server]:
-    """Start the Reach server with arguments; returns its base URL once ``/health`` answers."""
-    started: list[subprocess.Popen[bytes]] = []
+class _Servers:
+    """The server processes of one test, each waited on until its ``/health`` answers,
+    each stopped at the end."""
 
-    def start(*args: str) -> str:
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+        self.started: list[subprocess.Popen[bytes]] = []
+
+    def start(self, command: Callable[[int], list[str]]) -> str:
+        """Run ``command(port)`` on a free port; its base URL once it is healthy."""
         port = find_free_port_block(1)
-        log = (tmp_path / f"server-{port}.log").open("wb")
+        log = self.folder / f"server-{port}.log"
         process = subprocess.Popen(
-            [str(openenv_python), str(GAMES_DIR / "openenv_reach.py"), "--port", str(port), *args],
-            stdout=log,
-            stderr=subprocess.STDOUT,
+            command(port), stdout=log.open("wb"), stderr=subprocess.STDOUT, cwd=self.folder
         )
-        started.append(process)
+        self.started.append(process)
         url = f"http://127.0.0.1:{port}"
         deadline = time.monotonic() + SERVER_START_S
         while time.monotonic() < deadline:
-            assert process.poll() is None, (tmp_path / f"server-{port}.log").read_text()
+            assert process.poll() is None, log.read_text()
             try:
                 with urllib.request.urlopen(url + "/health", timeout=2) as answer:
-                    if answer.status == 200:
+                    if json.loads(answer.read()).get("status") == "healthy":
                         return url
             except OSError:
                 time.sleep(0.1)
-        raise AssertionError(f"the OpenEnv server did not answer within {SERVER_START_S} s")
+        raise AssertionError(f"{command(port)[:3]} did not answer within {SERVER_START_S} s")
 
-    yield start
-    for process in started:
-        process.kill()
-        process.wait(timeout=10)
+    def stop(self) -> None:
+        for process in self.started:
+            process.terminate()
+            try:
+                process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait(timeout=10)
+
+
+@pytest.fixture
+def reach_server(openenv_python: Path, tmp_path: Path) -> Iterator[Server]:
+    """Start the Reach server with arguments; returns its base URL once ``/health`` answers."""
+    servers = _Servers(tmp_path)
+    script = str(GAMES_DIR / "openenv_reach.py")
+    yield lambda *args: servers.start(
+        lambda port: [str(openenv_python), script, "--port", str(port), *args]
+    )
+    servers.stop()
 
 
 def _env(url: str, sessions: int = 1, **settings: object) -> GameVecEnv:
@@ -211,36 +228,13 @@ def test_a_schema_lander_cannot_map_is_one_line_and_can_be_overridden() -> None:
 
 
 @pytest.fixture
-def lander_serve(tmp_path: Path) -> Iterator[Callable[..., str]]:
+def lander_serve(tmp_path: Path) -> Iterator[Server]:
     """``lander serve GAME ...`` started as a user starts it; returns its base URL."""
-    started: list[subprocess.Popen[bytes]] = []
-
-    def start(*args: str) -> str:
-        port = find_free_port_block(1)
-        log = tmp_path / f"serve-{port}.log"
-        process = subprocess.Popen(
-            [str(LANDER), "serve", *args, "--port", str(port)],
-            stdout=log.open("wb"),
-            stderr=subprocess.STDOUT,
-            cwd=tmp_path,
-        )
-        started.append(process)
-        url = f"http://127.0.0.1:{port}"
-        deadline = time.monotonic() + SERVER_START_S
-        while time.monotonic() < deadline:
-            assert process.poll() is None, log.read_text()
-            try:
-                with urllib.request.urlopen(url + "/health", timeout=2) as answer:
-                    if json.loads(answer.read()) == {"status": "healthy"}:
-                        return url
-            except OSError:
-                time.sleep(0.1)
-        raise AssertionError(f"lander serve did not answer within {SERVER_START_S} s")
-
-    yield start
-    for process in started:
-        process.terminate()
-        process.wait(timeout=10)
+    servers = _Servers(tmp_path)
+    yield lambda *args: servers.start(
+        lambda port: [str(LANDER), "serve", *args, "--port", str(port)]
+    )
+    servers.stop()
 
 
 _PACKAGE_CLIENT = """
@@ -259,7 +253,7 @@ print(json.dumps(played))
 
 
 def test_the_packages_client_drives_lander_serve_stroke(
-    openenv_python: Path, lander_serve: Callable[..., str]
+    openenv_python: Path, lander_serve: Server
 ) -> None:
     """The ``openenv`` package's own client resets and steps ``lander serve stroke``; the
     observations and rewards are the stroke game's own (its in-process env, same seed and
@@ -293,7 +287,7 @@ def test_the_packages_client_drives_lander_serve_stroke(
 
 
 def test_lander_serve_refuses_a_session_past_its_limit_and_bad_actions(
-    lander_serve: Callable[..., str],
+    lander_serve: Server,
 ) -> None:
     from websockets.sync.client import connect
 
@@ -314,7 +308,7 @@ def test_lander_serve_refuses_a_session_past_its_limit_and_bad_actions(
 
 
 def test_lander_trains_its_own_game_through_lander_serve(
-    lander_serve: Callable[..., str], tmp_path: Path
+    lander_serve: Server, tmp_path: Path
 ) -> None:
     """Both ends lander's: the bundled lander served, trained with --game-url (4 sessions)."""
     url = lander_serve("lander")

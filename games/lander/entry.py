@@ -101,6 +101,8 @@ ENTRY = GameEntry(
     play=_play,
     plays_remote=True,
     web_files=tuple(WEB / name for name in ("index.html", "physics.js", "bot.js", "page.js")),
+    # The page draws the arena and feeds coordinates: a camera run's bot reads frames.
+    page_plays=lambda game_args: game_args.get("observation", "vector") == "vector",
     build_name="lander_game.x86_64",
     race_reward=200.0,
     # Rollouts of 32 steps: 0.90 of the time to reward 200 with 45,056 samples against
