@@ -81,6 +81,10 @@ def _changed(item_name: str, default: Any, tmp_path: Path) -> tuple[list[str], A
         return [flag, "cpu"], "cpu"
     if item_name == "collector":
         return [flag, "sb3"], "sb3"
+    if item_name == "game_url":
+        return [flag, "http://127.0.0.1:8000"], "http://127.0.0.1:8000"
+    if item_name == "openenv_schema":
+        return [flag, "fields.json"], "fields.json"
     if item_name == "camera_encoder":
         return [flag, "nature"], "nature"
     if item_name == "batch_size":
@@ -125,7 +129,7 @@ def test_every_option_changes_the_setting_it_names(
         config = plan_training(requests[-1]).config
         assert getattr(config, item.name) == expected, item.name
         others = {f.name for f in fields(TrainConfig)} - {item.name, *needs}
-        if item.name in ("game", "game_bin"):
+        if item.name in ("game", "game_bin", "game_url"):
             others -= tuned  # another game starts from its own settings
         assert all(getattr(config, name) == getattr(plain, name) for name in others), argv
 
