@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import re
 import time
 import urllib.error
 import urllib.parse
@@ -39,6 +40,25 @@ SCHEMA_TIMEOUT_S = 10.0
 
 class ServerRefused(BridgeError):
     """An OpenEnv server answered with an error frame (its code and message)."""
+
+
+_SPACE_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*$")
+
+
+def server_url(given: str) -> str:
+    """The base URL of a server given as a URL or as a Hugging Face Space id
+    (``OWNER/NAME``, served at ``https://owner-name.hf.space``: the Hub lowercases the id
+    and turns every other character into ``-``).
+
+    :raises ValueError: neither.
+    """
+    if given.startswith(("http://", "https://", "ws://", "wss://")):
+        return given.rstrip("/")
+    if _SPACE_ID.match(given):
+        return f"https://{re.sub(r'[^a-z0-9]', '-', given.lower())}.hf.space"
+    raise ValueError(
+        f"an OpenEnv server is an http(s):// or ws(s):// URL or a Space id OWNER/NAME, not {given!r}"
+    )
 
 
 def websocket_url(base: str) -> str:
@@ -90,7 +110,7 @@ class OpenEnvInstance(GameInstance):
         schema_override: dict[str, Any] | None = None,
     ) -> None:
         super().__init__(index, 0, "", read_timeout, max_frame_bytes)
-        self.url = url
+        self.url = server_url(url)
         self.max_episode_steps = max_episode_steps
         self.schema_override = schema_override
         self.spaces: OpenEnvSpaces | None = None

@@ -21,6 +21,7 @@ import pytest
 
 from game_bridge.errors import BridgeError
 from game_bridge.launcher import LaunchConfig
+from game_bridge.openenv_instance import server_url
 from game_bridge.openenv_schema import SchemaError, spaces_of
 from game_bridge.vec_env import GameVecEnv
 from tests.conftest import GAMES_DIR, LANDER, find_free_port_block, lander, tensorboard_steps
@@ -320,3 +321,11 @@ def test_lander_trains_its_own_game_through_lander_serve(
     assert "4 session(s) of the OpenEnv server" in trained.stdout
     bot = json.loads((tmp_path / "bots" / "served.json").read_text())
     assert bot["observation"]["size"] == 7 and bot["action"]["size"] == 2
+
+
+def test_a_space_id_is_its_spaces_address_and_anything_else_one_line(tmp_path: Path) -> None:
+    assert server_url("openenv/echo_env") == "https://openenv-echo-env.hf.space"
+    assert server_url("http://127.0.0.1:8000/") == "http://127.0.0.1:8000"
+    refused = lander(tmp_path, "train", "x", "--game-url", "not a server", "--no-git")
+    assert refused.returncode != 0 and "Traceback" not in refused.stderr
+    assert "--game-url: an OpenEnv server is an http(s):// or ws(s):// URL" in refused.stderr

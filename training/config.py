@@ -16,6 +16,7 @@ from typing import Any
 
 from game_bridge import TRANSPORTS
 from game_bridge.errors import LanderError
+from game_bridge.openenv_instance import server_url
 from game_bridge.protocol import DEFAULT_PORT
 from games import BUNDLED_GAMES, DEFAULT_GAME, REGISTRY, game_entry
 
@@ -145,8 +146,9 @@ class TrainConfig:
     )
     game_url: str | None = setting(
         None,
-        help="An OpenEnv environment server to train (http://HOST:PORT): one WebSocket "
-        "session per --n-parallel, spaces from its /schema (instead of --game).",
+        help="An OpenEnv environment server to train: http://HOST:PORT, or a Hugging Face "
+        "Space id OWNER/NAME; one WebSocket session per --n-parallel, spaces from its "
+        "/schema (instead of --game).",
         shown="none",
         panel="Games",
     )
@@ -535,10 +537,11 @@ class TrainConfig:
             )
         if self.game_url is not None and (self.game_bin is not None or self.cluster is not None):
             raise ConfigError("--game-url is a running server: drop --game-bin and --cluster")
-        if self.game_url is not None and not self.game_url.startswith(
-            ("http://", "https://", "ws://", "wss://")
-        ):
-            raise ConfigError(f"--game-url must be http(s):// or ws(s)://, got {self.game_url!r}")
+        if self.game_url is not None:
+            try:
+                server_url(self.game_url)
+            except ValueError as exc:
+                raise ConfigError(f"--game-url: {exc}") from None
         if self.own_game is None:
             check_bundled_game_args(self.game, self.game_args)
         if self.game_bin is not None and self.game != DEFAULT_GAME:
