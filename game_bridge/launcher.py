@@ -151,6 +151,7 @@ class LaunchConfig:
                 self.max_frame_bytes,
                 self.max_episode_steps,
                 self.schema_override,
+                self.seed + index,
             )
         if self.cluster is not None:
             return self.cluster.instance(index, port, self.read_timeout, self.max_frame_bytes)

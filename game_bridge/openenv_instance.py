@@ -98,6 +98,7 @@ class OpenEnvInstance(GameInstance):
     :param max_frame_bytes: the largest message accepted from the server.
     :param max_episode_steps: steps after which lander ends an episode itself.
     :param schema_override: replaces fields of the server's schemas (:func:`spaces_of`).
+    :param seed: sent with the session's first reset (later episodes go on from it).
     """
 
     def __init__(
@@ -108,6 +109,7 @@ class OpenEnvInstance(GameInstance):
         max_frame_bytes: int = protocol.DEFAULT_MAX_FRAME_BYTES,
         max_episode_steps: int = 1000,
         schema_override: dict[str, Any] | None = None,
+        seed: int | None = None,
     ) -> None:
         super().__init__(index, 0, "", read_timeout, max_frame_bytes)
         self.url = server_url(url)
@@ -118,6 +120,7 @@ class OpenEnvInstance(GameInstance):
         self._replies: deque[dict[str, Any]] = deque()  # made here, not read from the server
         self._pending: deque[str] = deque()  # what each server reply awaited answers
         self._steps = 0
+        self._seed = seed
 
     def _open_listener(self, host: str, port: int) -> None:
         return None  # lander connects to the server: nothing listens here
@@ -169,7 +172,8 @@ class OpenEnvInstance(GameInstance):
                 raise ProtocolViolation(self.index, str(exc)) from None
             self._replies.append(self.spaces.env_info())
         elif kind == "reset":
-            self._send_json({"type": "reset", "data": {}})
+            seed, self._seed = self._seed, None
+            self._send_json({"type": "reset", "data": {} if seed is None else {"seed": seed}})
             self._pending.append("reset")
         elif kind == "action":
             assert self.spaces is not None  # env_info comes first

@@ -133,6 +133,20 @@ def test_the_servers_schema_becomes_spaces_and_sessions_step_together(
         env.close()
 
 
+def test_a_sessions_first_reset_carries_its_seed(reach_server: Server) -> None:
+    """Instance i's first reset sends seed + i, as a game gets --env_seed: a run's first
+    episodes repeat; later ones go on from there."""
+    url = reach_server()
+    first, again = _env(url, sessions=2, seed=3), _env(url, sessions=2, seed=3)
+    try:
+        start = first.reset()
+        np.testing.assert_array_equal(start, again.reset())
+        assert not np.array_equal(start[0], start[1])
+    finally:
+        first.close()
+        again.close()
+
+
 def test_lander_ends_an_episode_at_its_own_time_limit(reach_server: Server) -> None:
     url = reach_server("--episode", "1000")
     env = _env(url, max_episode_steps=4)

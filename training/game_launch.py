@@ -41,6 +41,7 @@ def launch_config(config: TrainConfig, output_dir: Path | None = None) -> Launch
             transport="openenv",
             game_url=config.game_url,
             n_instances=config.n_parallel,
+            seed=config.seed,
             read_timeout=config.read_timeout,
             output_dir=output_dir,
             max_episode_steps=config.max_episode_steps,
