@@ -44,7 +44,7 @@ def openenv_python(tmp_path_factory: pytest.TempPathFactory) -> Path:
         [str(python), "-m", "pip", "install", "-q", f"openenv=={OPENENV_VERSION}"],
         capture_output=True,
         text=True,
-        timeout=900,
+        timeout=600,
     )
     assert installed.returncode == 0, installed.stdout[-2000:] + installed.stderr[-2000:]
     return python

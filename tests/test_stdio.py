@@ -80,7 +80,7 @@ def test_a_stdio_run_refuses_a_cluster_and_the_fork_server() -> None:
     assert not config.forks_games and not config.offers_fast_wire
     assert "--transport=stdio" in config.arguments(0)
     assert not any(arg.startswith("--port=") for arg in config.arguments(0))
-    with pytest.raises(LaunchError, match="transport must be tcp or stdio"):
+    with pytest.raises(LaunchError, match="transport must be one of tcp, stdio, openenv"):
         LaunchConfig(**LANDER_GAME, transport="pipes")
 
 
