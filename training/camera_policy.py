@@ -2,8 +2,9 @@
 observations, alone or beside vector keys.
 
 SB3's ``NatureCNN`` was made for 84 x 84 Atari frames on a GPU; on a 2-core box it
-learns the bundled lander's 36 x 48 camera slowly (about 750 steps/s, a normalized 0.29
-after 100,000 steps; docs/performance.md, "Camera"). What a small game frame mostly
+learns the bundled lander's 36 x 48 camera slowly (700 steps/s, a normalized 0.23 at
+best in 200 s, where this encoder reaches 0.74; docs/performance.md, "Camera against
+coordinates"). What a small game frame mostly
 says is *where* things are, so lander's default encoder asks exactly that: a learned
 per-pixel mix of the colour channels into a few maps (a 1 x 1 convolution and a ReLU),
 and of each map its centroid and its mass (:class:`Centroids`). That is a handful of
