@@ -41,7 +41,14 @@ class BotFormatError(LanderError, ValueError):
 MAX_ENCODER_LAYERS = 16
 """The most layers a camera key's encoder may have."""
 IMAGE_BATCH = 256
-"""Frames encoded at once: a convolution's windows of a few thousand frames would take GBs."""
+"""Frames encoded at once, at most: a convolution's windows of a few thousand frames would
+take GBs."""
+MAX_FRAME_VALUES = 4_000_000
+"""The most values an encoder layer may make of one frame (its output, or a convolution's
+windows): a bot file from elsewhere must not ask for gigabytes per frame."""
+BATCH_VALUES = 16_000_000
+"""Values the encoder may hold at once over a batch of frames (128 MB of float64): a bot
+whose layers make more of a frame encodes fewer frames at a time."""
 
 
 @dataclass(frozen=True)
@@ -109,6 +116,14 @@ class EncoderLayer:
             (shape[1] - weights.shape[2]) // rows + 1,
             (shape[2] - weights.shape[3]) // columns + 1,
         )
+
+    def values_made(self, shape: tuple[int, ...], after: tuple[int, ...]) -> int:
+        """Values this layer holds for one frame of ``shape`` (output ``after``): its output,
+        or a convolution's windows where they are more."""
+        if self.kind == "conv2d" and self.weights is not None:
+            windows = shape[0] * math.prod(self.weights.shape[2:]) * math.prod(after[1:])
+            return max(windows, math.prod(after))
+        return math.prod(after)
 
     def apply(self, x: np.ndarray) -> np.ndarray:
         """This layer on a batch (first axis: frames)."""
@@ -205,6 +220,8 @@ class BotRunner:
         if spec.get("version") != BOT_FORMAT_VERSION:
             raise BotFormatError(f"bot format version {spec.get('version')!r} is not supported")
         self.spec = spec
+        self.frames_per_batch = IMAGE_BATCH
+        """Frames the encoders take at once (fewer for layers that make much of one)."""
         try:
             observation, action = spec["observation"], spec["action"]
             self.obs_size = int(observation["size"])
@@ -258,7 +275,7 @@ class BotRunner:
                 ("normalization mean", self.obs_mean),
                 ("normalization scale", self.obs_scale),
             ]
-            if not self.obs_clip > 0 or math.isnan(self.obs_clip):
+            if not self.obs_clip > 0:  # nan too
                 raise BotFormatError(
                     f"normalization clip must be a positive number, got {self.obs_clip}"
                 )
@@ -277,7 +294,12 @@ class BotRunner:
             if not key.encoder:
                 width += key.size
                 continue
-            if len(key.encoder) > MAX_ENCODER_LAYERS or math.prod(key.shape) != key.size:
+            if (
+                len(key.encoder) > MAX_ENCODER_LAYERS
+                or not key.shape
+                or min(key.shape) < 1
+                or math.prod(key.shape) != key.size
+            ):
                 raise BotFormatError(
                     f"camera key {key.key!r}: a shape {list(key.shape)} of {key.size} values "
                     f"and at most {MAX_ENCODER_LAYERS} encoder layers"
@@ -293,7 +315,15 @@ class BotRunner:
                         raise BotFormatError(
                             f"key {key.key!r} layer {index}: {what} that are not finite numbers"
                         )
-                shape = layer.shape_after(shape, f"key {key.key!r} layer {index}")
+                after = layer.shape_after(shape, f"key {key.key!r} layer {index}")
+                made = layer.values_made(shape, after)
+                if made > MAX_FRAME_VALUES:
+                    raise BotFormatError(
+                        f"key {key.key!r} layer {index} makes {made:,} values of one frame, "
+                        f"over the {MAX_FRAME_VALUES:,} a bot's layer may"
+                    )
+                self.frames_per_batch = max(1, min(self.frames_per_batch, BATCH_VALUES // made))
+                shape = after
             if len(shape) != 1:
                 raise BotFormatError(f"camera key {key.key!r}: its encoder must end flat")
             width += shape[0]
@@ -382,9 +412,10 @@ class BotRunner:
     def network_output(self, obs: np.ndarray | dict[str, Any]) -> np.ndarray:
         """The raw output of the network (Gaussian mean or logits) for a batch."""
         x = self.flat_observations(obs)
-        if self.sees_images and len(x) > IMAGE_BATCH:
+        batch = self.frames_per_batch
+        if self.sees_images and len(x) > batch:
             return np.concatenate(
-                [self.network_output(x[i : i + IMAGE_BATCH]) for i in range(0, len(x), IMAGE_BATCH)]
+                [self.network_output(x[i : i + batch]) for i in range(0, len(x), batch)]
             )
         if self.obs_mean is not None and self.obs_scale is not None:
             x = np.clip((x - self.obs_mean) / self.obs_scale, -self.obs_clip, self.obs_clip)

@@ -10,8 +10,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
+import pytest
 
-from game_bridge.bot_runner import BotRunner
+from game_bridge.bot_runner import BotFormatError, BotRunner
 from game_bridge.launcher import LaunchConfig
 from game_bridge.vec_env import GameVecEnv
 from games import launch_settings
@@ -164,3 +165,45 @@ def test_a_game_with_a_camera_beside_a_vector_exports_both_inputs(
     decoded = plugin.act({"obs": vector, CAMERA_KEY: [float(v) for v in frame.tobytes()]})
     np.testing.assert_allclose(decoded["steer"], np.clip(wanted[:2], -1, 1), atol=1e-5)
     assert decoded["boost"] == int(np.argmax(wanted[2:]))
+
+
+def _camera_bot(shape: list[int], maps: int) -> dict[str, object]:
+    """A bot file whose camera key goes through a 1 x 1 convolution into ``maps`` maps."""
+    size = int(np.prod(shape)) if min(shape) > 0 else 12
+    return {
+        "format": "lander-bot",
+        "version": 1,
+        "observation": {
+            "size": size,
+            "keys": [
+                {
+                    "key": CAMERA_KEY,
+                    "size": size,
+                    "shape": shape,
+                    "encoder": [
+                        {"type": "conv2d", "weights": np.zeros((maps, abs(shape[0]), 1, 1)).tolist(),
+                         "biases": [0.0] * maps, "stride": [1, 1], "activation": "relu"},
+                        {"type": "centroids"},
+                    ],
+                }
+            ],
+        },
+        "action": {"type": "continuous", "size": 1},
+        "layers": [{"weights": [[0.0] * (3 * maps)], "biases": [0.0], "activation": "linear"}],
+    }  # fmt: skip
+
+
+def test_a_camera_bot_from_elsewhere_is_bounded_before_it_plays() -> None:
+    """A frame's shape must be positive, and no encoder layer may make more than a bound of
+    one frame (a hand-made file could ask for gigabytes); a layer that makes much of a
+    frame encodes fewer frames at a time, with the same actions."""
+    with pytest.raises(BotFormatError, match=r"a shape \[-3, -2, 2\] of 12 values"):
+        BotRunner(_camera_bot([-3, -2, 2], 4))
+    with pytest.raises(BotFormatError, match="makes 6,000,000 values of one frame"):
+        BotRunner(_camera_bot([3, 100, 100], 600))
+    wide = BotRunner(_camera_bot([3, 100, 100], 60))
+    assert wide.frames_per_batch == 26
+    frames = np.random.default_rng(0).integers(0, 256, (60, 3, 100, 100))
+    one_at_a_time = np.concatenate([wide.network_output(frame[None]) for frame in frames])
+    np.testing.assert_allclose(wide.network_output(frames), one_at_a_time)
+    assert BotRunner(_camera_bot([3, 36, 48], 8)).frames_per_batch == 256
