@@ -10,14 +10,11 @@ from __future__ import annotations
 
 import asyncio
 import errno
-import importlib
 from typing import Any
-
-import gymnasium
 
 from cli.console import console, fail
 from game_bridge.openenv_server import OpenEnvServer, ServeError
-from games import BUNDLED_GAMES, game_entry
+from games import BUNDLED_GAMES, gym_env_factory
 from training.config import ConfigError, check_bundled_game_args
 
 
@@ -29,14 +26,7 @@ def game_factory(game: str, game_args: dict[str, str]) -> Any:
     if game not in BUNDLED_GAMES:
         raise ConfigError(f"GAME must be one of {', '.join(BUNDLED_GAMES)}, got {game!r}")
     check_bundled_game_args(game, game_args)
-    entry = game_entry(game)
-    env_id = str(importlib.import_module(entry.gym_module).ENV_ID)
-    kwargs = entry.in_process_kwargs(game_args, None)
-
-    def make() -> gymnasium.Env[Any, Any]:
-        return gymnasium.make(env_id, **kwargs)
-
-    return make
+    return gym_env_factory(game, game_args)
 
 
 def serve_game(

@@ -10,12 +10,15 @@ from __future__ import annotations
 
 import importlib
 import sys
+from collections.abc import Callable
 from functools import cache
 from typing import TYPE_CHECKING, Any
 
 from game_bridge.errors import LanderError
 
 if TYPE_CHECKING:
+    import gymnasium
+
     from games.spec import GameEntry
 
 REGISTRY = {
@@ -44,6 +47,24 @@ def game_entry(name: str) -> GameEntry:
         raise UnknownGame(f"the bundled games are {', '.join(BUNDLED_GAMES)}, not {name!r}")
     entry: GameEntry = importlib.import_module(f"games.{name}.entry").ENTRY
     return entry
+
+
+def gym_env_id(name: str) -> str:
+    """The gymnasium id of the bundled game ``name``'s in-process environment, registered
+    (importing the game's gym module registers it)."""
+    return str(importlib.import_module(game_entry(name).gym_module).ENV_ID)
+
+
+def gym_env_factory(
+    name: str, game_args: dict[str, str], action_repeat: int | None = None
+) -> Callable[[], gymnasium.Env[Any, Any]]:
+    """What makes one in-process environment of the bundled game ``name`` with these
+    settings (a run's ``--in-process`` envs, ``lander serve``'s sessions)."""
+    import gymnasium
+
+    env_id = gym_env_id(name)
+    kwargs = game_entry(name).in_process_kwargs(game_args, action_repeat)
+    return lambda: gymnasium.make(env_id, **kwargs)
 
 
 def launch_settings(name: str) -> dict[str, Any]:

@@ -101,7 +101,7 @@ class CameraExtractor(BaseFeaturesExtractor):
         width = 0
         for _, space in parts:
             assert isinstance(space, gymnasium.spaces.Box)
-            if is_image_space(space, check_channels=False):
+            if is_camera(space):
                 module: nn.Module = (
                     centroid_encoder(space)
                     if encoder == "centroids"
@@ -130,13 +130,15 @@ class CameraExtractor(BaseFeaturesExtractor):
         )
 
 
+def is_camera(space: gymnasium.spaces.Space[Any]) -> bool:
+    """True for a camera key's space: a uint8 image (SB3's test, channels not checked)."""
+    return isinstance(space, gymnasium.spaces.Box) and is_image_space(space, check_channels=False)
+
+
 def sees_images(space: gymnasium.spaces.Space[Any]) -> bool:
     """True when an observation space has a camera key (a uint8 image, channels first)."""
     parts = list(space.spaces.values()) if isinstance(space, gymnasium.spaces.Dict) else [space]
-    return any(
-        isinstance(part, gymnasium.spaces.Box) and is_image_space(part, check_channels=False)
-        for part in parts
-    )
+    return any(is_camera(part) for part in parts)
 
 
 def camera_policy_kwargs(encoder: str) -> dict[str, Any]:

@@ -7,38 +7,22 @@ same way either way so PPO and its logs cannot tell the difference.
 
 from __future__ import annotations
 
-import importlib
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
-import gymnasium
 from gymnasium import spaces
-from stable_baselines3.common.preprocessing import is_image_space
 from stable_baselines3.common.vec_env import DummyVecEnv, VecEnv, VecMonitor, VecNormalize
 
 from game_bridge.vec_env import GameVecEnv
-from games import game_entry
+from games import gym_env_factory
+from training.camera_policy import is_camera
 from training.config import ConfigError, TrainConfig
 from training.game_launch import EarlyGames, launch_config
 
 
-def in_process_env_id(game: str) -> str:
-    """The gymnasium id of the bundled ``game``'s in-process environment, registered."""
-    return str(importlib.import_module(game_entry(game).gym_module).ENV_ID)
-
-
 def _in_process_env(config: TrainConfig) -> VecEnv:
-    env_id = in_process_env_id(config.game)
-    kwargs = game_entry(config.game).in_process_kwargs(config.game_args, config.action_repeat)
-
-    def make() -> Callable[[], gymnasium.Env[Any, Any]]:
-        def build() -> gymnasium.Env[Any, Any]:
-            return gymnasium.make(env_id, **kwargs)
-
-        return build
-
-    return DummyVecEnv([make() for _ in range(config.num_envs)])
+    build = gym_env_factory(config.game, config.game_args, config.action_repeat)
+    return DummyVecEnv([build for _ in range(config.num_envs)])
 
 
 def make_vec_env(
@@ -125,9 +109,5 @@ def vector_keys(space: spaces.Space[Any]) -> list[str] | None:
     """The keys of a Dict observation that are not camera frames (None for a single
     vector; an empty list for a single camera)."""
     if isinstance(space, spaces.Dict):
-        return [
-            key
-            for key, part in space.spaces.items()
-            if not is_image_space(part, check_channels=False)
-        ]
-    return [] if is_image_space(space, check_channels=False) else None
+        return [key for key, part in space.spaces.items() if not is_camera(part)]
+    return [] if is_camera(space) else None

@@ -21,12 +21,11 @@ import numpy as np
 import torch
 from gymnasium import spaces
 from stable_baselines3 import PPO
-from stable_baselines3.common.preprocessing import is_image_space
 from stable_baselines3.common.torch_layers import CombinedExtractor, FlattenExtractor
 from stable_baselines3.common.vec_env import VecNormalize
 
 from game_bridge.bot_runner import BOT_FORMAT, BOT_FORMAT_VERSION, BotRunner
-from training.camera_policy import CameraExtractor, Centroids
+from training.camera_policy import CameraExtractor, Centroids, is_camera
 from training.errors import ExportError
 from training.evaluation import model_policy
 from training.run_record import now_iso, write_json_atomic
@@ -154,12 +153,16 @@ class ExportResult:
     onnx_parity: ParityReport
 
 
-def _parts(model: PPO) -> list[tuple[str, spaces.Box]]:
-    """The policy's observation inputs in the order it joins them: each key and its space
-    (one ``obs`` for a single observation)."""
+def _all_parts(model: PPO) -> list[tuple[str, spaces.Space[Any]]]:
+    """The policy's observation keys in the order it joins them, each with its space (one
+    ``obs`` for a single observation)."""
     space = model.observation_space
-    parts = list(space.spaces.items()) if isinstance(space, spaces.Dict) else [("obs", space)]
-    return [(key, part) for key, part in parts if isinstance(part, spaces.Box)]
+    return list(space.spaces.items()) if isinstance(space, spaces.Dict) else [("obs", space)]
+
+
+def _parts(model: PPO) -> list[tuple[str, spaces.Box]]:
+    """:func:`_all_parts` that are boxes: the inputs an exportable policy takes."""
+    return [(key, part) for key, part in _all_parts(model) if isinstance(part, spaces.Box)]
 
 
 def _observation_keys(model: PPO) -> list[tuple[str, int]] | None:
@@ -175,17 +178,11 @@ def _input_widths(model: PPO) -> list[int]:
     return [int(np.prod(part.shape)) for _, part in _parts(model)]
 
 
-def _is_camera(part: spaces.Space[Any]) -> bool:
-    return isinstance(part, spaces.Box) and is_image_space(part, check_channels=False)
-
-
 def _check_exportable(model: PPO) -> None:
     """One line for a policy lander cannot export, before anything assumes its shape."""
-    space = model.observation_space
-    parts = list(space.spaces.items()) if isinstance(space, spaces.Dict) else [("obs", space)]
-    for key, part in parts:
+    for key, part in _all_parts(model):
         vector = isinstance(part, spaces.Box) and len(part.shape) == 1 and part.dtype == np.float32
-        if not (vector or _is_camera(part)):
+        if not (vector or is_camera(part)):
             raise ExportError(
                 f"export supports vector observations and camera frames; {key!r} is a "
                 f"{type(part).__name__} of shape {getattr(part, 'shape', None)}"
@@ -286,7 +283,7 @@ def _observation_spec(
         observation["keys"] = []
         for name, (_, part), encoder in zip(names, _parts(model), extractor.encoders, strict=True):
             entry: dict[str, Any] = {"key": name, "size": int(np.prod(part.shape))}
-            if _is_camera(part):
+            if is_camera(part):
                 entry["shape"] = [int(v) for v in part.shape]
                 entry["encoder"] = _encoder_layers(encoder, part.shape)
             observation["keys"].append(entry)
@@ -355,7 +352,7 @@ def _normalization(normalizer: VecNormalize | None, model: PPO) -> dict[str, Any
     where it has them, and a camera's bytes scaled to [0, 1] as SB3 scales images (no
     clipping of its own when no VecNormalize clips)."""
     normalizing = normalizer is not None and normalizer.norm_obs
-    cameras = any(_is_camera(part) for _, part in _parts(model))
+    cameras = any(is_camera(part) for _, part in _parts(model))
     if not (normalizing or cameras):
         return None
     rms = normalizer.obs_rms if normalizer is not None and normalizing else None
@@ -363,7 +360,7 @@ def _normalization(normalizer: VecNormalize | None, model: PPO) -> dict[str, Any
     for key, part in _parts(model):
         size = int(np.prod(part.shape))
         stats = (rms.get(key) if isinstance(rms, dict) else rms) if rms is not None else None
-        if _is_camera(part):
+        if is_camera(part):
             means.append(np.zeros(size))
             scales.append(np.full(size, 255.0 if model.policy.normalize_images else 1.0))
         elif stats is not None:
@@ -422,7 +419,7 @@ def _parity_observations(model: PPO, samples: int, seed: int) -> Any:
 
     def draw(space: spaces.Space[Any]) -> np.ndarray:
         assert isinstance(space, spaces.Box)
-        if _is_camera(space):
+        if is_camera(space):
             # Half any bytes, half dark frames with a few lit pixels (a small game's frame).
             frames = rng.integers(0, 256, (samples, *space.shape), dtype=np.uint8)
             dark = rng.random((samples // 2, *space.shape)) > 0.01
@@ -649,7 +646,7 @@ def export_policy(
     """
     layout = layout or OnnxLayout()
     spec = build_bot_spec(model, normalizer, run, git_commit, trained_with, layout)  # checks it
-    if any(_is_camera(part) for _, part in _parts(model)):
+    if any(is_camera(part) for _, part in _parts(model)):
         samples = min(samples, CAMERA_PARITY_SAMPLES)
     spec.update(notes or {})
     bot = BotRunner(spec)

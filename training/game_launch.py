@@ -36,16 +36,19 @@ def game_launch(game: str, game_bin: str | Path | None) -> dict[str, Any]:
 
 def launch_config(config: TrainConfig, output_dir: Path | None = None) -> LaunchConfig:
     """The bridge's launch settings for a run's configuration."""
+    common: dict[str, Any] = {
+        "n_instances": config.n_parallel,
+        "seed": config.seed,
+        "read_timeout": config.read_timeout,
+        "output_dir": output_dir,
+    }
     if config.game_url is not None:
         return LaunchConfig(
             transport="openenv",
             game_url=config.game_url,
-            n_instances=config.n_parallel,
-            seed=config.seed,
-            read_timeout=config.read_timeout,
-            output_dir=output_dir,
             max_episode_steps=config.max_episode_steps,
             schema_override=openenv_override(config.openenv_schema),
+            **common,
         )
     game_args = {"agents": str(config.agents_per_instance), **config.game_args}
     cluster = None
@@ -57,15 +60,12 @@ def launch_config(config: TrainConfig, output_dir: Path | None = None) -> Launch
         cluster=cluster,
         **game_launch(config.game, config.game_bin),
         transport=config.game_transport,
-        n_instances=config.n_parallel,
         base_port=config.port,
-        seed=config.seed,
         speedup=config.speedup,
         action_repeat=config.action_repeat,
         game_args=game_args,
-        read_timeout=config.read_timeout,
-        output_dir=output_dir,
         fast_wire=config.fast_wire,
+        **common,
     )
 
 

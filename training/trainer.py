@@ -36,6 +36,7 @@ from threadpoolctl import threadpool_limits
 from game_bridge.errors import BridgeError, Interrupted
 from game_bridge.instance import interrupt_waits
 from game_bridge.vec_env import GameVecEnv
+from games import gym_env_id
 from training.behaviour_cloning import CloneReport, clone_behaviour
 from training.bots import trained_with
 from training.callbacks import (
@@ -59,7 +60,6 @@ from training.config import RESUMABLE_SETTINGS, TrainConfig
 from training.demos import DemoError, check_demos
 from training.environments import (
     game_env_of,
-    in_process_env_id,
     launch_config,
     make_vec_env,
     wrap_normalization,
@@ -743,7 +743,7 @@ def _banner(plan: TrainPlan, request: TrainRequest, model: PPO) -> str:
     config = plan.config
     game = Path(config.game_bin).name if config.game_bin else config.game
     if config.in_process:
-        where = f"in-process {in_process_env_id(config.game)}"
+        where = f"in-process {gym_env_id(config.game)}"
     elif config.game_transport == "stdio":
         where = f"{config.n_parallel} {game} instance(s) on stdio"
     elif config.game_url is not None:
