@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from game_bridge.errors import LanderError
+from game_bridge.frame_stack import MAX_FRAMES, FrameStack, StackedPolicy
 from game_bridge.lfs_pointers import is_lfs_pointer, lfs_pointer_message
 
 BOT_FORMAT = "lander-bot"
@@ -174,13 +175,16 @@ def centroids(x: np.ndarray) -> np.ndarray:
 
 @dataclass(frozen=True)
 class ObservationKey:
-    """One observation key of a bot: its flat size, and for a camera key its frame's
-    shape and the encoder its pixels go through before the dense layers."""
+    """One observation key of a bot: its flat size, and for a camera key the shape its
+    encoder takes, the frames stacked in it and the encoder its pixels go through
+    before the dense layers."""
 
     key: str
     size: int
     shape: tuple[int, ...] = ()
     encoder: tuple[EncoderLayer, ...] = ()
+    frames: int = 1
+    """The game's last frames of this key, stacked along the channels, oldest first."""
 
 
 def _encoder_layer(raw: dict[str, Any]) -> EncoderLayer:
@@ -204,7 +208,9 @@ def _encoder_layer(raw: dict[str, Any]) -> EncoderLayer:
 def _observation_key(raw: dict[str, Any]) -> ObservationKey:
     shape = tuple(int(v) for v in raw.get("shape", ()))
     encoder = tuple(_encoder_layer(layer) for layer in raw.get("encoder", ()))
-    return ObservationKey(str(raw["key"]), int(raw["size"]), shape, encoder)
+    return ObservationKey(
+        str(raw["key"]), int(raw["size"]), shape, encoder, int(raw.get("frames", 1))
+    )
 
 
 class BotRunner:
@@ -304,6 +310,11 @@ class BotRunner:
                     f"camera key {key.key!r}: a shape {list(key.shape)} of {key.size} values "
                     f"and at most {MAX_ENCODER_LAYERS} encoder layers"
                 )
+            if not 1 <= key.frames <= MAX_FRAMES or key.shape[0] % key.frames:
+                raise BotFormatError(
+                    f"camera key {key.key!r}: {key.frames} frames do not split its "
+                    f"{key.shape[0]} channels (1 to {MAX_FRAMES} frames)"
+                )
             shape = key.shape
             for index, layer in enumerate(key.encoder):
                 if layer.activation not in ACTIVATIONS:
@@ -346,6 +357,10 @@ class BotRunner:
         if self.obs_keys and sum(size for _, size in self.obs_keys) != self.obs_size:
             raise BotFormatError("the observation keys' sizes do not add up to its size")
         expected = sum(self.nvec) if self.action_type == "multi_discrete" else self.action_size
+        if len({key.frames for key in self.keys if key.encoder}) > 1:
+            raise BotFormatError("the bot's camera keys stack different numbers of frames")
+        if any(key.frames != 1 for key in self.keys if not key.encoder):
+            raise BotFormatError("only camera keys stack frames")
         if not self.layers or width != expected:
             raise BotFormatError(f"the network outputs {width} values, the action needs {expected}")
         if self.action_type not in ("continuous", "discrete", "multi_discrete"):
@@ -441,8 +456,23 @@ class BotRunner:
         return np.concatenate(parts, axis=1)
 
     def act(self, obs: np.ndarray | dict[str, Any]) -> np.ndarray:
-        """Deterministic actions for a batch of observations (see :meth:`read_actions`)."""
+        """Deterministic actions for a batch of observations (see :meth:`read_actions`);
+        a stacked camera key's frames come stacked (:meth:`policy` stacks them)."""
         return self.read_actions(self.network_output(obs))
+
+    @property
+    def frames(self) -> int:
+        """Frames each camera key stacks (``--frame-stack``; 1 for a bot without)."""
+        return max((key.frames for key in self.keys), default=1)
+
+    def policy(self) -> Callable[[np.ndarray | dict[str, Any]], np.ndarray]:
+        """The bot as a player of the game's own observations: a bot of stacked frames
+        keeps each agent's last frames itself (tell it where episodes start with
+        ``frame_stack.start_episodes``); any other bot is :meth:`act`."""
+        if self.frames == 1:
+            return self.act
+        cameras = [key.key for key in self.keys if key.encoder]
+        return StackedPolicy(self.act, FrameStack(self.frames, cameras))
 
     def read_actions(self, output: np.ndarray) -> np.ndarray:
         """Turn raw network outputs into actions, by the bot's rule.

@@ -258,7 +258,7 @@ def bot_target(path: Path) -> EvalTarget:
     """
     bot = BotRunner.from_file(path)
     facts = bot_facts(bot, path)
-    return EvalTarget(bot.act, facts.run, facts.timesteps, path, facts.trained)
+    return EvalTarget(bot.policy(), facts.run, facts.timesteps, path, facts.trained)
 
 
 def run_target(paths: RunPaths, console: Console | None = None) -> EvalTarget:

@@ -85,10 +85,15 @@ class CameraExtractor(BaseFeaturesExtractor):
 
     :param observation_space: one camera (a Box image) or a Dict of keys.
     :param encoder: one of :data:`CAMERA_ENCODERS`.
+    :param frames: frames each camera key holds (``--frame-stack``), stacked along its
+        channels; kept here so the saved model says how its players must stack.
     """
 
     def __init__(
-        self, observation_space: gymnasium.spaces.Space[Any], encoder: str = "centroids"
+        self,
+        observation_space: gymnasium.spaces.Space[Any],
+        encoder: str = "centroids",
+        frames: int = 1,
     ) -> None:
         if encoder not in CAMERA_ENCODERS:
             raise ValueError(f"camera encoder must be one of {', '.join(CAMERA_ENCODERS)}")
@@ -117,6 +122,8 @@ class CameraExtractor(BaseFeaturesExtractor):
         # A list, not a ModuleDict: a game's key may hold a "." that a module name may not.
         self.keys = tuple(key for key, _ in parts)
         self.encoders = nn.ModuleList(encoders)
+        self.frames = frames
+        self.camera_keys = tuple(key for key, space in parts if is_camera(space))
 
     def forward(self, observations: Any) -> torch.Tensor:
         if not self.keyed:
@@ -141,9 +148,9 @@ def sees_images(space: gymnasium.spaces.Space[Any]) -> bool:
     return any(is_camera(part) for part in parts)
 
 
-def camera_policy_kwargs(encoder: str) -> dict[str, Any]:
+def camera_policy_kwargs(encoder: str, frames: int = 1) -> dict[str, Any]:
     """The ``policy_kwargs`` that give a policy lander's camera extractor."""
     return {
         "features_extractor_class": CameraExtractor,
-        "features_extractor_kwargs": {"encoder": encoder},
+        "features_extractor_kwargs": {"encoder": encoder, "frames": frames},
     }

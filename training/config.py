@@ -16,6 +16,7 @@ from typing import Any
 
 from game_bridge import TRANSPORTS
 from game_bridge.errors import LanderError
+from game_bridge.frame_stack import MAX_FRAMES
 from game_bridge.openenv_instance import server_url
 from game_bridge.protocol import DEFAULT_PORT
 from games import BUNDLED_GAMES, DEFAULT_GAME, REGISTRY, game_entry
@@ -276,6 +277,14 @@ class TrainConfig:
         "learned maps' centroid and mass; fast on a CPU) or 'nature' (SB3's CNN, for "
         "textured scenes).",
         choices=CAMERA_ENCODERS,
+        panel="PPO",
+    )
+    frame_stack: int = setting(
+        1,
+        help="Camera frames the policy sees at once: each camera key as its last N frames, "
+        "oldest first (2 shows motion); the bot records N and its players keep the frames.",
+        low=1,
+        high=MAX_FRAMES,
         panel="PPO",
     )
     bc_epochs: int = setting(

@@ -10,9 +10,18 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, TypeVar
 
+import numpy as np
 from gymnasium import spaces
-from stable_baselines3.common.vec_env import DummyVecEnv, VecEnv, VecMonitor, VecNormalize
+from stable_baselines3.common.vec_env import (
+    DummyVecEnv,
+    VecEnv,
+    VecEnvWrapper,
+    VecMonitor,
+    VecNormalize,
+)
+from stable_baselines3.common.vec_env.base_vec_env import VecEnvObs, VecEnvStepReturn
 
+from game_bridge.frame_stack import FrameStack
 from game_bridge.vec_env import GameVecEnv
 from games import gym_env_factory
 from training.camera_policy import is_camera
@@ -61,7 +70,59 @@ def make_vec_env(
         except BaseException:
             env.close()
             raise
-    return VecMonitor(env)
+    env = VecMonitor(env)
+    if config.frame_stack > 1:
+        try:
+            env = CameraFrameStack(env, config.frame_stack)
+        except ConfigError:
+            env.close()
+            raise
+    return env
+
+
+class CameraFrameStack(VecEnvWrapper):
+    """Each camera key as its last ``frames`` frames, joined along the channel axis, oldest
+    first (``--frame-stack``); vector keys pass as they are. A terminal observation is
+    stacked after its episode's frames, so the value bootstraps from what the policy saw.
+
+    :raises ConfigError: the game sends no camera key.
+    """
+
+    def __init__(self, venv: VecEnv, frames: int) -> None:
+        space = venv.observation_space
+        parts = dict(space.spaces) if isinstance(space, spaces.Dict) else {"": space}
+        cameras = [key for key, part in parts.items() if is_camera(part)]
+        if not cameras:
+            raise ConfigError(
+                "--frame-stack stacks camera frames: this game's observation has no camera "
+                "key (a uint8 image, a key named *2d*)"
+            )
+        for key in cameras:
+            parts[key] = _stacked_space(parts[key], frames)
+        stacked = spaces.Dict(parts) if isinstance(space, spaces.Dict) else parts[""]
+        super().__init__(venv, observation_space=stacked)
+        self.stack = FrameStack(frames, cameras if isinstance(space, spaces.Dict) else ())
+
+    def reset(self) -> VecEnvObs:
+        self.stack.start()
+        return self.stack(self.venv.reset())
+
+    def step_wait(self) -> VecEnvStepReturn:
+        obs, rewards, dones, infos = self.venv.step_wait()
+        for index in np.flatnonzero(dones):
+            terminal = infos[index].get("terminal_observation")
+            if terminal is not None:
+                infos[index]["terminal_observation"] = self.stack.with_last(terminal, int(index))
+        self.stack.start(dones)
+        return self.stack(obs), rewards, dones, infos
+
+
+def _stacked_space(space: spaces.Space[Any], frames: int) -> spaces.Box:
+    """A camera key's Box with ``frames`` times its channels."""
+    assert isinstance(space, spaces.Box)
+    low = np.concatenate([space.low] * frames)
+    high = np.concatenate([space.high] * frames)
+    return spaces.Box(low, high, dtype=space.dtype)
 
 
 Wrapped = TypeVar("Wrapped", bound=VecEnv)

@@ -20,6 +20,7 @@ if TYPE_CHECKING:  # only types here: a bot is evaluated on a light install, wit
     from stable_baselines3.common.base_class import BaseAlgorithm
     from stable_baselines3.common.vec_env import VecEnv, VecNormalize
 
+from game_bridge.frame_stack import FrameStack, StackedPolicy, start_episodes
 from games import DEFAULT_GAME, game_entry
 from games.spec import Policy, Scorer
 
@@ -90,6 +91,7 @@ def evaluate_in_process(
     """Evaluate ``policy`` on ``episodes`` episodes of a bundled game (the default game's
     default settings unless given)."""
     settings = settings or game_settings(DEFAULT_GAME, {})
+    start_episodes(policy)
     returns, successes = settings.play(policy, episodes, seed)
     mean = float(returns.mean())
     return EvalResult(
@@ -101,15 +103,26 @@ def evaluate_in_process(
     )
 
 
-def model_policy(model: BaseAlgorithm, normalizer: VecNormalize | None = None) -> Policy:
-    """The deterministic policy of ``model`` as a batch function, normalising observations if needed."""
+def model_policy(
+    model: BaseAlgorithm, normalizer: VecNormalize | None = None, *, stacked: bool = False
+) -> Policy:
+    """The deterministic policy of ``model`` as a batch function, normalising observations
+    if needed. A model trained on stacked camera frames (``--frame-stack``) keeps the
+    game's frames itself (tell it where episodes start: :func:`start_episodes`).
+
+    :param stacked: the observations come stacked already (an export's samples).
+    """
 
     def act(obs: np.ndarray) -> np.ndarray:
         inputs = normalizer.normalize_obs(obs) if normalizer is not None else obs
         actions, _ = model.predict(inputs, deterministic=True)
         return np.asarray(actions)
 
-    return act
+    extractor = model.policy.features_extractor
+    frames = int(getattr(extractor, "frames", 1))
+    if stacked or frames == 1:
+        return act
+    return StackedPolicy(act, FrameStack(frames, getattr(extractor, "camera_keys", ())))
 
 
 def evaluate_through_bridge(policy: Policy, env: VecEnv, episodes: int) -> EvalResult:
@@ -124,8 +137,10 @@ def evaluate_through_bridge(policy: Policy, env: VecEnv, episodes: int) -> EvalR
     successes: list[bool] = []
     reported = False  # a game that never says is_success has no success rate
     obs = env.reset()
+    start_episodes(policy)
     while len(returns) < episodes:
         obs, rewards, dones, infos = env.step(policy(obs))  # an array, or a dict of keys
+        start_episodes(policy, dones)
         running += rewards
         for index in np.flatnonzero(dones):
             returns.append(float(running[index]))

@@ -596,7 +596,7 @@ def _build_model(
         if isinstance(env.action_space, spaces.Box):  # a Gaussian policy: its initial std
             policy_kwargs["log_std_init"] = config.log_std_init
         if image:
-            policy_kwargs.update(camera_policy_kwargs(config.camera_encoder))
+            policy_kwargs.update(camera_policy_kwargs(config.camera_encoder, config.frame_stack))
         built = algorithm(
             "MultiInputPolicy"
             if env.observation_space.shape is None

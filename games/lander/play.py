@@ -18,6 +18,7 @@ from rich.live import Live
 from rich.text import Text
 
 from game_bridge.bot_runner import BotRunner
+from game_bridge.frame_stack import start_episodes
 from games.lander.camera import camera_frames
 from games.lander.physics import (
     HEIGHT,
@@ -177,11 +178,14 @@ def play_bot(
     if live is not None:
         live.start()
     try:
+        policy = bot.policy()  # a bot of stacked frames keeps the last ones
         obs = flight.observe()
+        start_episodes(policy)
         for step in range(1, steps + 1):
             started = time.monotonic()
             targets = flight.targets()
-            rewards, done, success, before = flight.step(bot.act(obs))
+            rewards, done, success, before = flight.step(policy(obs))
+            start_episodes(policy, done)
             running += rewards
             trace.positions.append(before)
             trace.targets.append(targets)
