@@ -72,6 +72,7 @@ class CentroidEncoder(nn.Sequential):
 
     def forward(self, frames: torch.Tensor) -> torch.Tensor:
         pool, conv, relu, centroids = self
+        assert isinstance(conv, nn.Conv2d)
         pooled = pool(frames)
         count, channels, height, width = pooled.shape
         weights = conv.weight.reshape(conv.out_channels, channels)
