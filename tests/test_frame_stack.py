@@ -22,7 +22,7 @@ from games.lander.camera import CAMERA_KEY, FRAME_SHAPE, camera_frames, hex_fram
 from games.lander.physics import LanderPhysics
 from tests.conftest import find_free_port_block, lander
 from tests.plugin_decode import PluginInference
-from training.config import ConfigError
+from training.config import ConfigError, TrainConfig
 from training.environments import CameraFrameStack
 from training.trainer import load_for_inference
 
@@ -148,6 +148,8 @@ def test_frame_stacking_needs_a_camera(tmp_path: Path) -> None:
     assert refused.returncode == 1, refused.stdout + refused.stderr
     assert "--frame-stack stacks camera frames" in refused.stderr
     assert "Traceback" not in refused.stderr
+    with pytest.raises(ConfigError, match="other sides' snapshots play single frames"):
+        TrainConfig(self_play=True, frame_stack=2).validate()
 
 
 def test_a_bot_file_says_how_many_frames_each_camera_key_stacks() -> None:

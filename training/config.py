@@ -534,6 +534,11 @@ class TrainConfig:
                 "--collector async plays ahead of the update; self-play swaps opponents and "
                 "sides between steps: use --collector lean"
             )
+        if self.self_play and self.frame_stack > 1:
+            raise ConfigError(
+                "--frame-stack with --self-play: the other sides' snapshots play single "
+                "frames; train a camera game's sides without stacking"
+            )
         if self.opponent is not None and not self.self_play:
             raise ConfigError("--opponent plays the other sides of --self-play: add --self-play")
         if self.cluster is not None and self.in_process:
