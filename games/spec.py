@@ -114,6 +114,8 @@ class GameEntry:
     :param train_defaults: training settings this game learns best with, measured on it
         (as RL Zoo keeps hyperparameters per environment): a new run of the bundled game
         starts from them, under its config file and flags; a game binary never gets them.
+    :param arg_defaults: more of them for one ``--game-arg`` value, over ``train_defaults``
+        (``("observation", "pixels")``: the lander seen through its camera).
     """
 
     name: str
@@ -134,6 +136,7 @@ class GameEntry:
     race_reward: float | None = None
     sides: tuple[str, ...] = ()
     train_defaults: dict[str, Any] = field(default_factory=dict)
+    arg_defaults: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
     page_plays: Callable[[GameArgs], bool] = lambda _game_args: True
     """Whether the web page plays a bot of these ``--game-arg`` settings (the duel's page
     plays the race, not the chase)."""

@@ -151,3 +151,14 @@ def test_a_new_run_starts_from_its_games_tuned_settings(tmp_path: Path) -> None:
     assert planned(overrides={"game": "stroke"}) == 64
     assert planned(overrides={"game_bin": "/bin/true"}) == 64
     assert TrainConfig().n_steps == 64
+
+    def rate(**overrides: Any) -> float:
+        return plan_training(
+            TrainRequest(tmp_path, "eyes", overrides=overrides)
+        ).config.learning_rate
+
+    # The lander through its camera learns with its own step (games/lander/entry.py).
+    camera = {"game_args": {"observation": "pixels"}}
+    assert rate(**camera) == 1e-3 and rate() == TrainConfig().learning_rate == 2e-3
+    assert rate(**camera, learning_rate=3e-4) == 3e-4
+    assert rate(game_args={"observation": "vector"}) == 2e-3

@@ -101,10 +101,16 @@ def _given_settings(
 
 def _game_defaults(config: TrainConfig) -> dict[str, Any]:
     """The settings a new run of a bundled game starts from (its registry entry's
-    ``train_defaults``); none for a game binary or server, which is another game."""
+    ``train_defaults``, and its ``arg_defaults`` for the run's ``--game-arg`` values);
+    none for a game binary or server, which is another game."""
     if config.own_game is not None or config.game not in BUNDLED_GAMES:
         return {}
-    return dict(game_entry(config.game).train_defaults)
+    entry = game_entry(config.game)
+    tuned = dict(entry.train_defaults)
+    for (name, value), settings in entry.arg_defaults.items():
+        if config.game_args.get(name) == value:
+            tuned.update(settings)
+    return tuned
 
 
 def plan_training(request: TrainRequest, console: Console | None = None) -> TrainPlan:
