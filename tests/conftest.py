@@ -17,6 +17,8 @@ from pathlib import Path
 import libtmux
 import pytest
 
+from game_bridge.launcher import LaunchConfig
+from game_bridge.vec_env import GameVecEnv
 from games import launch_settings
 
 TESTS_DIR = Path(__file__).resolve().parent
@@ -26,6 +28,20 @@ LANDER = REPO_ROOT / ".venv" / "bin" / "lander"
 """The installed CLI, as a user runs it (tests run it in a checkout of their own)."""
 LANDER_GAME = launch_settings("lander")
 """``LaunchConfig(**LANDER_GAME, ...)`` launches the bundled lander (forked)."""
+
+
+def lander_games(agents: int, seed: int = 0, **game_args: str) -> GameVecEnv:
+    """One instance of the bundled lander with ``agents`` agents over real TCP (its
+    ``--game-arg`` settings as keywords: ``observation="pixels"``)."""
+    return GameVecEnv(
+        LaunchConfig(
+            **LANDER_GAME,
+            n_instances=1,
+            base_port=find_free_port_block(1),
+            seed=seed,
+            game_args={"agents": str(agents), **game_args},
+        )
+    )
 
 
 def _block_is_free(base: int, count: int) -> bool:

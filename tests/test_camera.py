@@ -13,15 +13,13 @@ import numpy as np
 import pytest
 
 from game_bridge.bot_runner import BotFormatError, BotRunner
-from game_bridge.launcher import LaunchConfig
-from game_bridge.vec_env import GameVecEnv
-from games import launch_settings
 from games.lander.camera import CAMERA_KEY, FRAME_SHAPE, TRAIL_S, camera_frames, hex_frames
 from games.lander.physics import HEIGHT, LanderPhysics
 from tests.conftest import (
     find_free_port_block,
     godot_style,
     lander,
+    lander_games,
     tensorboard_steps,
     train_briefly,
 )
@@ -60,15 +58,7 @@ def test_the_pixels_game_sends_the_plugins_camera_encoding(tmp_path: Path) -> No
     """Over real TCP: a ``camera_2d`` box of uint8 in the declared [3, 36, 48] layout, the
     frames of the game's own physics (the same seed gives the same first frames), and a
     finished agent's terminal observation a frame too."""
-    env = GameVecEnv(
-        LaunchConfig(
-            n_instances=1,
-            base_port=find_free_port_block(1),
-            seed=5,
-            game_args={"agents": "3", "observation": "pixels"},
-            **launch_settings("lander"),
-        )
-    )
+    env = lander_games(3, seed=5, observation="pixels")
     try:
         assert env.observation_space.shape == FRAME_SHAPE
         assert env.observation_space.dtype == np.uint8

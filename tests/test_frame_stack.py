@@ -15,12 +15,9 @@ from stable_baselines3.common.vec_env.base_vec_env import VecEnvObs, VecEnvStepR
 
 from game_bridge.bot_runner import BotFormatError, BotRunner
 from game_bridge.frame_stack import FrameStack, StackedPolicy, start_episodes
-from game_bridge.launcher import LaunchConfig
-from game_bridge.vec_env import GameVecEnv
-from games import launch_settings
 from games.lander.camera import CAMERA_KEY, FRAME_SHAPE, camera_frames, hex_frames
 from games.lander.physics import LanderPhysics
-from tests.conftest import find_free_port_block, lander
+from tests.conftest import lander, lander_games
 from tests.plugin_decode import PluginInference
 from training.config import ConfigError, TrainConfig
 from training.environments import CameraFrameStack
@@ -87,16 +84,7 @@ def test_the_trainers_stack_over_real_games_restarts_at_each_episode() -> None:
     """Over real TCP, three agents whose episodes end at their own times: each stacked
     observation is the previous frame and this one, a new episode starts from two copies
     of its first frame, and a terminal observation follows its own episode's frame."""
-    game = GameVecEnv(
-        LaunchConfig(
-            n_instances=1,
-            base_port=find_free_port_block(1),
-            seed=3,
-            game_args={"agents": "3", "observation": "pixels"},
-            **launch_settings("lander"),
-        )
-    )
-    raw = _Raw(VecMonitor(game))
+    raw = _Raw(VecMonitor(lander_games(3, seed=3, observation="pixels")))
     env = CameraFrameStack(raw, 2)
     try:
         channels = FRAME_SHAPE[0]
@@ -126,16 +114,7 @@ def test_the_trainers_stack_over_real_games_restarts_at_each_episode() -> None:
 
 
 def test_frame_stacking_needs_a_camera(tmp_path: Path) -> None:
-    env = VecMonitor(
-        GameVecEnv(
-            LaunchConfig(
-                n_instances=1,
-                base_port=find_free_port_block(1),
-                game_args={"agents": "1"},
-                **launch_settings("lander"),
-            )
-        )
-    )
+    env = VecMonitor(lander_games(1))
     try:
         with pytest.raises(ConfigError, match="has no camera key"):
             CameraFrameStack(env, 2)
