@@ -110,7 +110,7 @@ ENTRY = GameEntry(
     # the stroke game's delayed rewards scored 0.13 against 0.79 (median of 4 seeds).
     train_defaults={"n_steps": 32},
     # Through its camera, half lander's step: 0.8 at 155 s where 0.002 peaked at 0.68 and
-    # fell back to 0.34 in 240 s (0.0005: 0.79 at 213 s; docs/performance.md, "Camera
-    # against coordinates").
+    # fell back to 0.34 in 240 s (0.0005: 0.79 at 213 s; docs/performance.md, "The
+    # camera, second part").
     arg_defaults={("observation", "pixels"): {"learning_rate": 1e-3}},
 )
