@@ -10,8 +10,10 @@ from pathlib import Path
 import pytest
 
 from cli.results import committed_champions
-from tests.conftest import SMALL, git, lander
+from tests.conftest import REPO_ROOT, SMALL, git, lander
+from training.config import TrainConfig
 from training.run_record import RunRecord
+from training.search_space import DEFAULT_SPACE, load_space
 
 
 def test_sweep_runs_trials_adds_more_when_run_again_and_names_the_champion(
@@ -37,7 +39,7 @@ def test_sweep_runs_trials_adds_more_when_run_again_and_names_the_champion(
             "learning_rate",
             "ent_coef",
             "n_steps",
-            "batch_size",
+            "minibatches",
             "clip_range",
             "net_width",
         } <= set(trial["params"])
@@ -137,3 +139,16 @@ stages:
     assert "does not exist" in result.stderr
     assert (tmp_path / "checkpoints" / "ok-stage" / "final.zip").is_file()
     assert not (tmp_path / "checkpoints" / "never").exists()
+
+
+def test_the_default_search_space_is_the_written_one_and_cuts_whole_minibatches() -> None:
+    """``examples/plans/sweep-space.yaml`` is the default space written out, and every
+    rollout the default space can draw, on any number of envs, is cut into whole
+    minibatches (a drawn batch size of 1,024 would not divide 12 envs x 128 steps)."""
+    written = load_space(REPO_ROOT / "examples" / "plans" / "sweep-space.yaml")
+    assert written == DEFAULT_SPACE
+    for n_steps in DEFAULT_SPACE["n_steps"]["choices"]:
+        for minibatches in DEFAULT_SPACE["minibatches"]["choices"]:
+            config = TrainConfig(n_steps=n_steps, minibatches=minibatches)
+            for num_envs in (1, 3, 12, 32, 56):
+                assert (n_steps * num_envs) % config.minibatch_size(num_envs) == 0

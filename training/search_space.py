@@ -20,11 +20,13 @@ DEFAULT_SPACE: dict[str, dict[str, Any]] = {
     "learning_rate": {"type": "float", "low": 1.0e-4, "high": 1.0e-3, "log": True},
     "ent_coef": {"type": "float", "low": 1.0e-5, "high": 1.0e-2, "log": True},
     "n_steps": {"type": "categorical", "choices": [128, 256, 512]},
-    "batch_size": {"type": "categorical", "choices": [512, 1024, 2048]},
+    # Whole minibatches of the rollout, not a batch size: a size drawn beside n_steps need
+    # not divide n_steps x envs (SB3 then trains on a truncated last minibatch).
+    "minibatches": {"type": "categorical", "choices": [2, 4, 8]},
     "clip_range": {"type": "float", "low": 0.1, "high": 0.3},
     "net_width": {"type": "categorical", "choices": [32, 64, 128]},
 }
-"""Learning rate, entropy, rollout length, minibatch, clip range and network width."""
+"""Learning rate, entropy, rollout length, minibatches, clip range and network width."""
 
 
 def load_space(path: Path | None) -> dict[str, dict[str, Any]]:
