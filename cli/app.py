@@ -19,7 +19,7 @@ from game_bridge import TRANSPORTS
 from game_bridge.errors import LanderError
 from game_bridge.instance import interrupt_waits
 from game_bridge.protocol import DEFAULT_PORT
-from games import BUNDLED_GAMES, DEFAULT_GAME, game_entry
+from games import BUNDLED_GAMES, DEFAULT_GAME, GAME_NAMES, game_entry, is_game_name
 from training.config import TUNED, TrainConfig
 
 app = typer.Typer(
@@ -53,13 +53,13 @@ def _root() -> None:
 
 def _game_option(help_text: str) -> Any:
     """The ``--game`` option of a command that plays a bundled game."""
-    return typer.Option(metavar="|".join(BUNDLED_GAMES), help=help_text, show_default=False)
+    return typer.Option(metavar=GAME_NAMES, help=help_text, show_default=False)
 
 
 def _check_game(game: str | None) -> None:
-    """One red line for a ``--game`` that is no bundled game (None: not given)."""
-    if game is not None and game not in BUNDLED_GAMES:
-        fail(f"--game must be one of {', '.join(BUNDLED_GAMES)}, got {game!r}")
+    """One red line for a ``--game`` that is no game lander knows (None: not given)."""
+    if game is not None and not is_game_name(game):
+        fail(f"--game must be one of {GAME_NAMES}, got {game!r}")
 
 
 @app.command(cls=PanelledCommand)

@@ -94,6 +94,8 @@ def _baseline(
         settings = game_settings(game, {})
         random_policy, reference = settings.baseline_policies(np.random.default_rng(seed))
         chosen = reference if policy == "reference" else random_policy
+        if not callable(chosen):
+            fail(f"{game} has no reference controller: use --policy random")
         console.print(evaluate_in_process(chosen, episodes, seed, settings).line())
         return
     if policy == "reference":

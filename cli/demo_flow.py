@@ -34,6 +34,8 @@ def _player(
         check_bundled_game_args(game, game_args)  # as `train --game-arg` checks them
         settings = game_settings(game, game_args)
         _, reference = settings.baseline_policies(np.random.default_rng(seed))
+        if not callable(reference):
+            fail(f"{game} has no reference controller to record: record a bot")
         return reference, {"game": game, "game_args": game_args}, "reference"
     if game_args:
         fail("a bot plays on the settings it trained with: drop --game-arg")

@@ -92,9 +92,58 @@ def _parse_observation_entry(key: str, spec: Any, instance: int | None) -> Obser
     shape = tuple(_positive_int(d, f"size of {key!r}", instance) for d in dims)
     if "2d" in key:
         return ObservationEntry(key, spaces.Box(0, 255, shape, np.uint8), True)
-    low = float(spec.get("low", -1.0))
-    high = float(spec.get("high", 1.0))
+    low = _bound(spec, "low", -1.0, shape, key, instance)
+    high = _bound(spec, "high", 1.0, shape, key, instance)
+    inverted = np.flatnonzero(low > high)
+    if inverted.size:
+        i = int(inverted[0])
+        raise ProtocolViolation(
+            instance,
+            f"observation {key!r} declares low {low.flat[i]:g} above high {high.flat[i]:g} "
+            f"(value {i}{f' and {inverted.size - 1} more' if inverted.size > 1 else ''})",
+        )
     return ObservationEntry(key, spaces.Box(low, high, shape, np.float32), False)
+
+
+def _bound(
+    spec: dict[str, Any],
+    side: str,
+    default: float,
+    shape: tuple[int, ...],
+    key: str,
+    instance: int | None,
+) -> np.ndarray:
+    """One side of a box's bounds: a number for every value, or one per value (a list, flat
+    or nested as the shape), ``null`` for an unbounded side (JSON has no infinity); a
+    number beyond float32 is unbounded too, as float32 itself would make it.
+
+    :raises ProtocolViolation: text, a list of another size, or nan.
+    """
+    value = spec.get(side, default)
+    unbounded = -np.inf if side == "low" else np.inf
+    wanted = int(np.prod(shape))
+    flat = np.ravel(np.asarray(value, dtype=object)) if isinstance(value, list) else None
+    if flat is not None and flat.size != wanted:
+        raise ProtocolViolation(
+            instance,
+            f"observation {key!r} declares {flat.size} {side} bounds for {wanted} values",
+        )
+    items = flat.tolist() if flat is not None else [value]
+    numbers = []
+    for item in items:
+        if item is None:
+            numbers.append(unbounded)
+        elif isinstance(item, int | float) and not isinstance(item, bool) and item == item:
+            numbers.append(float(item) if abs(item) < 3.5e38 else np.sign(item) * np.inf)
+        else:
+            raise ProtocolViolation(
+                instance,
+                f"observation {key!r} {side} bound must be a number or null, got {item!r:.40}",
+            )
+    bounds = np.asarray(numbers, dtype=np.float64)
+    with np.errstate(over="ignore"):
+        bounds = bounds.astype(np.float32)
+    return bounds.reshape(shape) if flat is not None else np.full(shape, bounds[0], np.float32)
 
 
 def _parse_action_entry(key: str, spec: Any, instance: int | None) -> ActionEntry:

@@ -31,28 +31,53 @@ each is in a few words for ``--help``."""
 BUNDLED_GAMES = tuple(REGISTRY)
 DEFAULT_GAME = BUNDLED_GAMES[0]
 """The game a run plays when it names none."""
+GYM_PREFIX = "gym:"
+"""``gym:ENV_ID`` names any installed Gymnasium environment as a game (``games/gym/``)."""
+GAME_NAMES = f"{'|'.join(BUNDLED_GAMES)}|{GYM_PREFIX}ENV_ID"
+"""What ``--game`` may name, for help and errors."""
 
 
 class UnknownGame(LanderError, ValueError):
     """A game name that is not in the registry."""
 
 
+def is_game_name(name: str) -> bool:
+    """True for a bundled game's name or ``gym:ENV_ID`` (whether the id exists is
+    :func:`game_entry`'s to say)."""
+    return name in BUNDLED_GAMES or (name.startswith(GYM_PREFIX) and len(name) > len(GYM_PREFIX))
+
+
 @cache
 def game_entry(name: str) -> GameEntry:
-    """The registry entry of the bundled game ``name``.
+    """The registry entry of the game ``name``: a bundled game, or ``gym:ENV_ID``.
 
-    :raises UnknownGame: for a name that is not a bundled game.
+    :raises UnknownGame: for a name that is neither, or an environment Gymnasium cannot make.
     """
+    if name.startswith(GYM_PREFIX) and is_game_name(name):
+        from games.gym.view import UnsupportedEnv
+
+        try:
+            entry_for = importlib.import_module("games.gym.entry").entry_for
+            gym_entry: GameEntry = entry_for(name[len(GYM_PREFIX) :])
+        except UnsupportedEnv as exc:
+            raise UnknownGame(str(exc)) from None
+        return gym_entry
     if name not in BUNDLED_GAMES:
-        raise UnknownGame(f"the bundled games are {', '.join(BUNDLED_GAMES)}, not {name!r}")
+        raise UnknownGame(
+            f"the bundled games are {', '.join(BUNDLED_GAMES)} (or {GYM_PREFIX}ENV_ID for a "
+            f"Gymnasium environment), not {name!r}"
+        )
     entry: GameEntry = importlib.import_module(f"games.{name}.entry").ENTRY
     return entry
 
 
 def gym_env_id(name: str) -> str:
-    """The gymnasium id of the bundled game ``name``'s in-process environment, registered
+    """The gymnasium id of the game ``name``'s in-process environment, registered
     (importing the game's gym module registers it)."""
-    return str(importlib.import_module(game_entry(name).gym_module).ENV_ID)
+    entry = game_entry(name)
+    if entry.gym_id is not None:
+        return entry.gym_id
+    return str(importlib.import_module(entry.gym_module).ENV_ID)
 
 
 def gym_env_factory(
@@ -62,8 +87,12 @@ def gym_env_factory(
     settings (a run's ``--in-process`` envs, ``lander serve``'s sessions)."""
     import gymnasium
 
+    entry = game_entry(name)
+    if entry.env_factory is not None:
+        factory: Callable[[], gymnasium.Env[Any, Any]] = entry.env_factory(game_args, action_repeat)
+        return factory
     env_id = gym_env_id(name)
-    kwargs = game_entry(name).in_process_kwargs(game_args, action_repeat)
+    kwargs = entry.in_process_kwargs(game_args, action_repeat)
     return lambda: gymnasium.make(env_id, **kwargs)
 
 
@@ -72,4 +101,7 @@ def launch_settings(name: str) -> dict[str, Any]:
     ``python -m`` its module with this interpreter, forked from a server of its
     ``fork_main`` where it has one."""
     entry = game_entry(name)
-    return {"command": [sys.executable, "-m", entry.module], "fork_main": entry.fork_main}
+    return {
+        "command": [sys.executable, "-m", entry.module, *entry.launch_args],
+        "fork_main": entry.fork_main,
+    }

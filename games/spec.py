@@ -35,8 +35,9 @@ class Scorer(Protocol):
         """Play ``episodes`` episodes at once, one agent each; return their returns and
         successes (None for a game without success)."""
 
-    def baseline_policies(self, rng: np.random.Generator) -> tuple[Policy, Policy]:
-        """The random policy (normalized score 0) and the reference controller (score 1)."""
+    def baseline_policies(self, rng: np.random.Generator) -> tuple[Policy, Policy | float | None]:
+        """The random policy (normalized score 0) and the reference controller (score 1), or
+        for a game without one the return that counts as solved (None: no score 1 known)."""
 
     def __hash__(self) -> int:
         """Hashable: its baselines are cached per settings."""
@@ -57,7 +58,8 @@ class PlayOptions:
     :param console: a rich console for a live view (None: none).
     :param remote: the running games of ``--game-bin`` as a VecEnv, for a game whose
         entry ``plays_remote``; None plays the game's own physics.
-    :param normalize: the normalized score of a mean return on this game's settings.
+    :param normalize: the normalized score of a mean return on this game's settings (None
+        on a game with no known score 1).
     """
 
     agents: int
@@ -69,7 +71,7 @@ class PlayOptions:
     game_args: GameArgs
     action_repeat: int | None
     console: Any
-    normalize: Callable[[float], float]
+    normalize: Callable[[float], float | None]
     remote: Any = None
 
 
@@ -116,6 +118,13 @@ class GameEntry:
         starts from them, under its config file and flags; a game binary never gets them.
     :param arg_defaults: more of them for one ``--game-arg`` value, over ``train_defaults``
         (``("observation", "pixels")``: the lander seen through its camera).
+    :param launch_args: arguments after ``python -m module`` of every instance (the gym
+        game's ``--env_id``).
+    :param gym_id: the in-process environment's registered id (None: ``gym_module``'s ``ENV_ID``).
+    :param env_factory: what makes the in-process environment of a run's settings (None:
+        ``gymnasium.make(gym_id, **in_process_kwargs(...))``).
+    :param check_args: refuses ``--game-arg`` settings the game cannot take, for a game
+        whose settings are not a fixed list (None: ``game_args`` lists them all).
     """
 
     name: str
@@ -137,6 +146,10 @@ class GameEntry:
     sides: tuple[str, ...] = ()
     train_defaults: dict[str, Any] = field(default_factory=dict)
     arg_defaults: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
+    launch_args: tuple[str, ...] = ()
+    gym_id: str | None = None
+    env_factory: Callable[[GameArgs, int | None], Callable[[], Any]] | None = None
+    check_args: Callable[[GameArgs], None] | None = None
     page_plays: Callable[[GameArgs], bool] = lambda _game_args: True
     """Whether the web page plays a bot of these ``--game-arg`` settings (the duel's page
     plays the race, not the chase)."""

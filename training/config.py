@@ -19,7 +19,16 @@ from game_bridge.errors import LanderError
 from game_bridge.frame_stack import MAX_FRAMES
 from game_bridge.openenv_instance import server_url
 from game_bridge.protocol import DEFAULT_PORT
-from games import BUNDLED_GAMES, DEFAULT_GAME, REGISTRY, game_entry
+from games import (
+    BUNDLED_GAMES,
+    DEFAULT_GAME,
+    GAME_NAMES,
+    GYM_PREFIX,
+    REGISTRY,
+    UnknownGame,
+    game_entry,
+    is_game_name,
+)
 
 CAMERA_ENCODERS = ("centroids", "nature")
 """What ``--camera-encoder`` may name (training/camera_policy.py)."""
@@ -127,8 +136,8 @@ class TrainConfig:
         DEFAULT_GAME,
         help="The bundled game (a folder of games/): "
         + "; ".join(f"{name}: {summary}" for name, summary in REGISTRY.items())
-        + ".",
-        choices=BUNDLED_GAMES,
+        + f"; or {GYM_PREFIX}ENV_ID, any installed Gymnasium environment (--game-arg KEY=VALUE "
+        "are its keyword arguments).",
         panel="Games",
     )
     game_bin: str | None = setting(
@@ -556,6 +565,8 @@ class TrainConfig:
                 server_url(self.game_url)
             except ValueError as exc:
                 raise ConfigError(f"--game-url: {exc}") from None
+        if not is_game_name(self.game):
+            raise ConfigError(f"game must be one of {GAME_NAMES}, got {self.game!r}")
         if self.own_game is None:
             check_bundled_game_args(self.game, self.game_args)
         if self.game_bin is not None and self.game != DEFAULT_GAME:
@@ -617,6 +628,14 @@ def check_bundled_game_args(game: str, game_args: dict[str, str]) -> None:
 
     :raises ConfigError: naming the argument.
     """
+    if game.startswith(GYM_PREFIX):
+        try:
+            check = game_entry(game).check_args
+            if check is not None:
+                check(game_args)
+        except (UnknownGame, ValueError) as exc:
+            raise ConfigError(str(exc)) from None
+        return
     known = game_entry(game).game_args if game in BUNDLED_GAMES else {}
     for key, value in game_args.items():
         if key not in known:

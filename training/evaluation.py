@@ -69,19 +69,25 @@ def game_settings(
 
 
 @cache
-def baselines(episodes: int, seed: int, settings: GameSettings) -> tuple[float, float]:
-    """Mean returns of the random policy and of the reference controller."""
+def baselines(episodes: int, seed: int, settings: GameSettings) -> tuple[float, float | None]:
+    """Mean returns of the random policy and of the reference controller (or the return a
+    game without one counts as solved; None where it names none)."""
     random_policy, reference = settings.baseline_policies(np.random.default_rng(seed))
     random_returns, _ = settings.play(random_policy, episodes, seed)
+    if reference is None or isinstance(reference, float | int):
+        return float(random_returns.mean()), None if reference is None else float(reference)
     reference_returns, _ = settings.play(reference, episodes, seed)
     return float(random_returns.mean()), float(reference_returns.mean())
 
 
 def normalized_score(
     mean_reward: float, settings: GameSettings, episodes: int = 200, seed: int = 12345
-) -> float:
-    """Where ``mean_reward`` lies between the random policy (0) and the reference controller (1)."""
+) -> float | None:
+    """Where ``mean_reward`` lies between the random policy (0) and the reference controller
+    (1); None on a game with no known score 1."""
     random_mean, reference_mean = baselines(episodes, seed, settings)
+    if reference_mean is None or reference_mean == random_mean:
+        return None
     return (mean_reward - random_mean) / (reference_mean - random_mean)
 
 

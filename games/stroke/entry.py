@@ -30,6 +30,7 @@ def _play(bot: BotRunner, options: PlayOptions) -> PlayResult:
     trace = play_strokes(bot.act, options.agents, options.seed, settings.reward_mode)
     mean = sum(trace.returns) / len(trace.returns)
     score = options.normalize(mean)
+    assert score is not None  # the stroke game has its reference filter
     lines = [f"{len(trace.returns)} stroke(s): mean_reward={mean:.2f} normalized_score={score:.3f}"]
     if options.record is None:
         return PlayResult(lines)

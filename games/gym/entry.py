@@ -1,0 +1,103 @@
+"""Any Gymnasium environment as lander's registry knows a game: ``--game gym:ENV_ID``.
+
+The entry is made per environment id (:func:`entry_for`), from the spaces of one copy:
+nothing here names an environment, so a user's own registered environment is a game as
+much as ``LunarLander-v3`` is.
+"""
+
+from __future__ import annotations
+
+from functools import cache
+from typing import Any
+
+import gymnasium
+from gymnasium import spaces
+
+from game_bridge.bot_runner import BotRunner
+from games.gym.scoring import GymScorer
+from games.gym.view import GameView, UnsupportedEnv, make_view, parse_kwargs
+from games.spec import GameArgs, GameEntry, PlayOptions, PlayResult
+
+PREFIX = "gym:"
+
+
+class UnknownEnv(UnsupportedEnv):
+    """An environment id Gymnasium does not know, or one it cannot make with these settings."""
+
+
+def _in_process_kwargs(game_args: GameArgs, _action_repeat: int | None) -> dict[str, Any]:
+    return parse_kwargs(dict(game_args))
+
+
+def _record_name(env_id: str) -> Any:
+    def name(game_args: GameArgs) -> str:
+        """Other keyword arguments are another game to champion (LunarLander continuous)."""
+        shown = ", ".join(f"{k}={v}" for k, v in sorted(game_args.items()) if k != "agents")
+        return f"{PREFIX}{env_id} ({shown})" if shown else f"{PREFIX}{env_id}"
+
+    return name
+
+
+def _play(env_id: str) -> Any:
+    def play(bot: BotRunner, options: PlayOptions) -> PlayResult:
+        """Play the bot's episodes in the environment; draw what it renders."""
+        from games.gym.play import play_episodes
+
+        if options.remote is not None:
+            raise ValueError(f"{PREFIX}{env_id} plays in-process; drop --game-bin")
+        return play_episodes(env_id, bot, options)
+
+    return play
+
+
+def check_env_args(env_id: str, game_args: GameArgs) -> None:
+    """Make one copy with these settings: a keyword the environment does not take, or spaces
+    the gym game cannot serve, is refused now in one line, not in every game process.
+
+    :raises UnsupportedEnv: naming the environment and what is wrong.
+    """
+    try:
+        make_view(env_id, parse_kwargs(dict(game_args))).close()
+    except UnsupportedEnv as exc:
+        raise UnsupportedEnv(f"--game {PREFIX}{env_id}: {exc}") from None
+
+
+@cache
+def entry_for(env_id: str) -> GameEntry:
+    """The registry entry of the Gymnasium environment ``env_id``.
+
+    :raises UnknownEnv: an id Gymnasium cannot make.
+    """
+    try:
+        view = make_view(env_id, {})
+    except UnsupportedEnv as exc:
+        raise UnknownEnv(f"--game {PREFIX}{env_id}: {exc}") from None
+    obs_space, action_space = view.observation_space, view.action_space
+    spec = view.spec
+    threshold = spec.reward_threshold if spec is not None else None
+    view.close()
+    obs_size = int(obs_space.shape[0]) if isinstance(obs_space, spaces.Box) else 1
+    action_size = int(action_space.shape[0]) if isinstance(action_space, spaces.Box) else 1
+    return GameEntry(
+        name=f"{PREFIX}{env_id}",
+        module="games.gym",
+        launch_args=(f"--env_id={env_id}",),
+        transport="tcp",
+        gym_module="games.gym.view",
+        gym_id=env_id,
+        env_factory=lambda game_args, _repeat: (
+            lambda: GameView(gymnasium.make(env_id, **parse_kwargs(dict(game_args))))
+        ),
+        observation_size=obs_size,
+        action_size=action_size,
+        game_args={},
+        check_args=lambda game_args: check_env_args(env_id, game_args),
+        in_process_kwargs=_in_process_kwargs,
+        scorer=lambda game_args, _repeat: GymScorer(
+            env_id, tuple(sorted(game_args.items())), threshold
+        ),
+        record_name=_record_name(env_id),
+        play=_play(env_id),
+        page_plays=lambda _game_args: False,
+        race_reward=float(threshold) if threshold is not None else None,
+    )
