@@ -49,6 +49,8 @@ def _skill_clock_class() -> type:
         :param snapshots: the folder for policy snapshots.
         :param snapshot_every: clock seconds between snapshots.
         :param save: writes a snapshot of the model to a path.
+        :param steps: environment steps to train for at most (None: as many as fit).
+        :param stop_reward: stop at the first rollout whose training reward reaches it.
         """
 
         def __init__(
@@ -59,8 +61,13 @@ def _skill_clock_class() -> type:
             snapshots: Path,
             snapshot_every: float,
             save: Callable[[Any, Path], None],
+            steps: int | None = None,
+            stop_reward: float | None = None,
         ) -> None:
             super().__init__()
+            self.steps = steps
+            self.stop_reward = stop_reward
+            self.reached = False
             self.launched = launched
             self.seconds = seconds
             self.events = events.open("a")
@@ -106,6 +113,8 @@ def _skill_clock_class() -> type:
             episodes = list(self.model.ep_info_buffer)
             reward = float(sum(e["r"] for e in episodes) / len(episodes)) if episodes else None
             t = self.clock()
+            if self.stop_reward is not None and reward is not None:
+                self.reached = reward >= self.stop_reward
             self._emit(
                 kind="rollout",
                 t=t,
@@ -125,14 +134,22 @@ def _skill_clock_class() -> type:
                 self.next_snapshot = t + self.snapshot_every
 
         def _on_step(self) -> bool:
-            return self.clock() < self.seconds
+            within = self.steps is None or self.num_timesteps < self.steps
+            return within and not self.reached and self.clock() < self.seconds
 
     return SkillClock
 
 
 def _clock(args: argparse.Namespace, save: Callable[[Any, Path], None]) -> Any:
     return _skill_clock_class()(
-        args.launched, args.seconds, args.events, args.snapshots, args.snapshot_every, save
+        args.launched,
+        args.seconds,
+        args.events,
+        args.snapshots,
+        args.snapshot_every,
+        save,
+        args.steps,
+        args.stop_reward,
     )
 
 
@@ -210,6 +227,8 @@ def main() -> None:
     parser.add_argument("--events", type=Path, required=True)
     parser.add_argument("--snapshots", type=Path, required=True)
     parser.add_argument("--snapshot-every", type=float, default=1.0)
+    parser.add_argument("--steps", type=int, default=None, help="stop after these many steps")
+    parser.add_argument("--stop-reward", type=float, default=None, help="stop once reached")
     parser.add_argument("--binary", default=None, help="game executable (lander: None = bundled)")
     parser.add_argument("--n-parallel", type=int, default=4)
     parser.add_argument("--agents", type=int, default=8)

@@ -125,3 +125,49 @@ def test_observation_of_wrong_agent_count_names_the_instance() -> None:
         ProtocolViolation, match="game instance 5: expected observations for 2 agents, got 1"
     ):
         codec.decode([{"obs": [0.0] * 7}], 2, 5)
+
+
+def _with_bounds(size: list[int], **bounds: object) -> dict:
+    return {
+        **PER_AGENT,
+        "observation_space": {"obs": {"size": size, "space": "box", **bounds}},
+        "action_space": {"thrust": {"size": 2, "action_type": "continuous"}},
+    }
+
+
+def test_bounds_per_dimension_null_and_beyond_float32_are_read() -> None:
+    info = parse_env_info(
+        _with_bounds([4], low=[-1.5, None, 0, -1e39], high=[1.5, None, 3.4e38, 2])
+    )
+    space = info.observation_space
+    assert isinstance(space, spaces.Box)
+    assert space.low.tolist() == [-1.5, -np.inf, 0.0, -np.inf]
+    assert space.high[[0, 1, 3]].tolist() == [1.5, np.inf, 2.0]
+    assert space.high[2] == np.float32(3.4e38)
+
+
+def test_bounds_nested_as_the_shape_and_a_single_null_cover_every_value() -> None:
+    grid = parse_env_info(_with_bounds([2, 2], low=[[0, 1], [2, 3]], high=10)).observation_space
+    assert isinstance(grid, spaces.Box)
+    assert grid.low.tolist() == [[0, 1], [2, 3]] and grid.high.tolist() == [[10, 10], [10, 10]]
+    free = parse_env_info(_with_bounds([3], low=None, high=None)).observation_space
+    assert isinstance(free, spaces.Box)
+    assert np.isinf(free.low).all() and np.isinf(free.high).all()
+
+
+@pytest.mark.parametrize(
+    ("bounds", "said"),
+    [
+        ({"low": [0, 0, 5], "high": [1, 1, 1]}, "low 5 above high 1 (value 2)"),
+        ({"low": 2, "high": 1}, "low 2 above high 1 (value 0 and 2 more)"),
+        ({"low": "minus one"}, "low bound must be a number or null, got 'minus one'"),
+        ({"high": [1, True, 1]}, "high bound must be a number or null, got True"),
+        ({"low": [0, 0]}, "declares 2 low bounds for 3 values"),
+        ({"high": {"x": 1}}, "high bound must be a number or null"),
+    ],
+)
+def test_bad_bounds_are_a_named_protocol_violation(bounds: dict, said: str) -> None:
+    with pytest.raises(ProtocolViolation) as raised:
+        parse_env_info(_with_bounds([3], **bounds), instance=1)
+    assert str(raised.value).startswith("game instance 1: observation 'obs' ")
+    assert said in str(raised.value) and "\n" not in str(raised.value)

@@ -419,12 +419,19 @@ def build_bot_spec(
     }
 
 
-def _parity_observations(model: PPO, samples: int, seed: int) -> Any:
-    """Random observations within the space (10 where it is unbounded): an array, or a
-    dict of arrays for several keys."""
-    rng = np.random.default_rng(seed)
+def _parity_observations(
+    model: PPO, normalizer: VecNormalize | None, samples: int, seed: int
+) -> Any:
+    """Observations to prove the export on: an array, or a dict of arrays for several keys.
 
-    def draw(space: spaces.Space[Any]) -> np.ndarray:
+    Where the run normalised observations, three quarters are drawn from what it saw (its
+    running mean and spread, out to several spreads either side: a physics game's
+    positions may be hundreds, far outside any box it declares) and a quarter from the
+    declared space; elsewhere all from the declared space (10 where it is unbounded)."""
+    rng = np.random.default_rng(seed)
+    rms = normalizer.obs_rms if normalizer is not None and normalizer.norm_obs else None
+
+    def draw(key: str | None, space: spaces.Space[Any]) -> np.ndarray:
         assert isinstance(space, spaces.Box)
         if is_camera(space):
             # Half any bytes, half dark frames with a few lit pixels (a small game's frame).
@@ -434,12 +441,20 @@ def _parity_observations(model: PPO, samples: int, seed: int) -> Any:
             return frames
         low = np.where(np.isfinite(space.low), space.low, -10.0)
         high = np.where(np.isfinite(space.high), space.high, 10.0)
-        return rng.uniform(low, high, (samples, space.shape[0])).astype(np.float32)
+        drawn = rng.uniform(low, high, (samples, space.shape[0]))
+        stats = rms.get(key) if isinstance(rms, dict) else rms
+        if stats is not None:
+            seen = samples - samples // 4
+            spread = np.sqrt(np.asarray(stats.var, dtype=np.float64).reshape(-1))
+            drawn[:seen] = np.asarray(stats.mean, dtype=np.float64).reshape(-1) + spread * (
+                3.0 * rng.standard_normal((seen, space.shape[0]))
+            )
+        return drawn.astype(np.float32)
 
     space = model.observation_space
     if isinstance(space, spaces.Dict):
-        return {key: draw(sub) for key, sub in space.spaces.items()}
-    return draw(space)
+        return {key: draw(key, sub) for key, sub in space.spaces.items()}
+    return draw(None, space)
 
 
 def decisive(bot: BotRunner, obs: Any) -> np.ndarray:
@@ -665,7 +680,7 @@ def export_policy(
     spec.update(notes or {})
     bot = BotRunner(spec)
     discrete = bot.action_type != "continuous"
-    obs = _parity_observations(model, samples, seed)
+    obs = _parity_observations(model, normalizer, samples, seed)
     expected = model_policy(model, normalizer, stacked=True)(obs)
     mask = decisive(bot, obs) if discrete else None
     bot_parity = _compare(expected, bot.act(obs), mask, tolerance)

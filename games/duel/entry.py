@@ -13,7 +13,7 @@ from games.duel.client import MODES
 from games.duel.scoring import ChaseSettings, DuelSettings
 from games.duel.world import ACTION_SIZE, OBS_SIZE, OUTCOMES, SIDES, DuelWorld
 from games.lander.entry import WEB as LANDER_WEB
-from games.spec import GameArgs, GameEntry, PlayOptions, PlayResult
+from games.spec import BUNDLED_TUNING, GameArgs, GameEntry, PlayOptions, PlayResult
 
 
 def _in_process_kwargs(game_args: GameArgs, action_repeat: int | None) -> dict[str, Any]:
@@ -68,6 +68,7 @@ ENTRY = GameEntry(
     record_name=lambda game_args: "duel-chase" if game_args.get("mode") == "chase" else "duel",
     play=_play,
     sides=SIDES,
+    train_defaults=BUNDLED_TUNING,
     page_plays=lambda game_args: game_args.get("mode", "race") == "race",
     web_files=(
         Path(__file__).resolve().parent / "web" / "index.html",

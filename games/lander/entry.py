@@ -9,7 +9,7 @@ from game_bridge.bot_runner import BotRunner
 from games.lander.camera import OBSERVATIONS
 from games.lander.physics import ACTION_SIZE, OBS_SIZE
 from games.lander.scoring import LanderSettings
-from games.spec import GameArgs, GameEntry, PlayOptions, PlayResult
+from games.spec import BUNDLED_TUNING, GameArgs, GameEntry, PlayOptions, PlayResult
 
 WEB = Path(__file__).resolve().parent / "web"
 """The lander's page: its physics and the bot runner in JavaScript (the duel's page uses them)."""
@@ -108,7 +108,7 @@ ENTRY = GameEntry(
     # Rollouts of 32 steps: 0.90 of the time to reward 200 with 45,056 samples against
     # 59,392 at 64 (benchmarks/time_to_skill.py, docs/performance.md). Not for every game:
     # the stroke game's delayed rewards scored 0.13 against 0.79 (median of 4 seeds).
-    train_defaults={"n_steps": 32},
+    train_defaults={**BUNDLED_TUNING, "n_steps": 32},
     # Through its camera, half lander's step: 0.8 at 155 s where 0.002 peaked at 0.68 and
     # fell back to 0.34 in 240 s (0.0005: 0.79 at 213 s; docs/performance.md, "The
     # camera, second part").

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from game_bridge.bot_runner import BotRunner
-from games.spec import GameArgs, GameEntry, PlayOptions, PlayResult
+from games.spec import BUNDLED_TUNING, GameArgs, GameEntry, PlayOptions, PlayResult
 from games.stroke.scoring import StrokeSettings
 from games.stroke.world import ACTION_SIZE, OBS_SIZE, REWARD_MODES
 
@@ -53,4 +53,5 @@ ENTRY = GameEntry(
     scorer=StrokeSettings.from_game,
     record_name=_record_name,
     play=_play,
+    train_defaults=BUNDLED_TUNING,
 )

@@ -11,6 +11,7 @@ Observation per agent (size 4): [steer[0], steer[1], boost, step / episode_len].
 Reward: steer[0] (so PPO can learn to push it to +1) plus 0.5 when boost == 1.
 """
 
+import json
 import socket
 import time
 
@@ -54,6 +55,9 @@ def main():
     # --obs_grid: the same 4 values declared as a 2 x 2 grid (a sensor's shape).
     shape = [2.0, 2.0] if arg("obs_grid", "") else [4.0]
     observation_space = {obs_key: {"size": shape, "space": "box"}}
+    # --bounds: JSON of the observation's low and high, as a game declares them (a number,
+    # one per value, or null for unbounded; or something broken, for the fault tests).
+    observation_space[obs_key].update(json.loads(arg("bounds", "{}")))
     if extra_key:
         observation_space[extra_key] = {"size": [1.0], "space": "box"}
     if camera:

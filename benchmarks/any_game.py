@@ -1,0 +1,261 @@
+"""Time to a good bot on games nobody tuned lander for: lander's defaults against RL Zoo's
+own trainer with its tuned settings, on Gymnasium's classics.
+
+For each environment, each seed, the two sides alternate (the order flips every seed):
+
+- **zoo**: ``python -m rl_zoo3.train --algo ppo --env ENV --seed S`` in a virtual
+  environment of its own (``.venv-zoo``: ``--setup`` makes it), with the hand-tuned
+  settings of its ``hyperparams/ppo.yml`` and its budget ``n_timesteps``; its periodic
+  evaluation is off (``--eval-freq -1``), which only makes it faster;
+- **lander**: ``lander train --game gym:ENV`` with nothing else set (the defaults a user
+  gets: 4 game instances of 8 copies over TCP), for at most the zoo's budget.
+
+Both log ``rollout/ep_rew_mean`` (the mean of the last 100 training episodes); lander's
+side reports it at every rollout's end with the clock since launch, the zoo's is read
+from its TensorBoard events (wall time since launch). The target of an environment is
+the lower of its ``reward_threshold`` (solved) and 90% of the best training reward the
+zoo's runs reached in this benchmark (for a negative best, 10% below it). The table gives,
+per environment, the median over seeds of each side's time and samples to the target (a
+side that never got there counts as its whole run) and zoo / lander.
+
+    .venv/bin/python benchmarks/any_game.py --setup          # once: .venv-zoo (RL Zoo 2.9)
+    .venv/bin/python benchmarks/any_game.py                  # the whole suite, 3 seeds
+    .venv/bin/python benchmarks/any_game.py --envs CartPole-v1,Pendulum-v1 --seeds 1
+    .venv/bin/python benchmarks/any_game.py --settings '{"normalize_rewards": false}'  # a candidate
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import gymnasium
+from measure import free_base_port
+from rich.console import Console
+from rich.table import Table
+
+ROOT = Path(__file__).resolve().parent.parent
+RUNNER = Path(__file__).resolve().parent / "skill_runner.py"
+ZOO_PYTHON = ROOT / ".venv-zoo" / "bin" / "python"
+SUITE = (
+    "CartPole-v1",
+    "Acrobot-v1",
+    "Pendulum-v1",
+    "LunarLander-v3",
+    "LunarLanderContinuous-v3",
+    "BipedalWalker-v3",
+)
+ONE_SEED = frozenset({"BipedalWalker-v3"})
+"""Environments whose budget (5M steps) allows one seed per side."""
+console = Console(width=150)
+
+
+@dataclass
+class Curve:
+    """One side's run: (seconds since launch, steps, training reward) at each report."""
+
+    side: str
+    seed: int
+    points: list[tuple[float, int, float]]
+    budget_s: float
+
+    def best(self) -> float | None:
+        return max((r for _, _, r in self.points), default=None)
+
+    def reached(self, target: float) -> tuple[float | None, int | None]:
+        """Seconds and samples to the first report at or above ``target``."""
+        for t, steps, reward in self.points:
+            if reward >= target:
+                return t, steps
+        return None, None
+
+
+def zoo_settings(env: str) -> dict[str, object]:
+    """The zoo's tuned entry for ``env`` (its ``hyperparams/ppo.yml``)."""
+    import yaml
+
+    found = subprocess.run(
+        [str(ZOO_PYTHON), "-c", "import rl_zoo3, os; print(os.path.dirname(rl_zoo3.__file__))"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    table = yaml.load((Path(found) / "hyperparams" / "ppo.yml").read_text(), Loader=yaml.Loader)
+    return dict(table[env])
+
+
+def run_zoo(env: str, seed: int, budget: int, cap_s: float) -> Curve:
+    """RL Zoo's own trainer on ``env`` with its tuned settings."""
+    with tempfile.TemporaryDirectory(prefix="zoo-") as folder:
+        logs = Path(folder)
+        launched = time.time()
+        command = [
+            str(ZOO_PYTHON), "-m", "rl_zoo3.train", "--algo", "ppo", "--env", env,
+            "--seed", str(seed), "--eval-freq", "-1", "--tensorboard-log", str(logs / "tb"),
+            "--log-folder", str(logs / "zoo"), "-n", str(budget), "--verbose", "0",
+        ]  # fmt: skip
+        try:
+            subprocess.run(command, capture_output=True, timeout=cap_s, check=True)
+        except subprocess.TimeoutExpired:
+            console.print(f"  zoo {env} seed {seed}: stopped at the {cap_s:.0f} s cap")
+        except subprocess.CalledProcessError as exc:
+            raise SystemExit(f"rl_zoo3 failed on {env}:\n{exc.stderr.decode()[-2000:]}") from None
+        points = _tensorboard_curve(logs / "tb", launched)
+    return Curve("zoo", seed, points, time.time() - launched)
+
+
+def _tensorboard_curve(folder: Path, launched: float) -> list[tuple[float, int, float]]:
+    """``rollout/ep_rew_mean`` of every event file under ``folder``, by wall time."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    points: list[tuple[float, int, float]] = []
+    for events in folder.rglob("events.out.tfevents.*"):
+        accumulator = EventAccumulator(str(events), size_guidance={"scalars": 0})
+        accumulator.Reload()
+        if "rollout/ep_rew_mean" in accumulator.Tags()["scalars"]:
+            points += [
+                (e.wall_time - launched, int(e.step), float(e.value))
+                for e in accumulator.Scalars("rollout/ep_rew_mean")
+            ]
+    return sorted(points)
+
+
+def run_lander(
+    env: str, seed: int, budget: int, cap_s: float, settings: dict[str, object]
+) -> Curve:
+    """``lander train --game gym:ENV`` with its defaults (and ``settings``)."""
+    with tempfile.TemporaryDirectory(prefix="lander-any-") as folder:
+        events = Path(folder) / "events.jsonl"
+        launched = time.time()
+        chosen = {"game": f"gym:{env}", "seed": seed, **settings}
+        # The target is never above the solved score: a run that reached it is done.
+        threshold = gymnasium.spec(env).reward_threshold
+        stop = [] if threshold is None else ["--stop-reward", str(threshold)]
+        command = [
+            sys.executable, str(RUNNER), "--side", "lander", "--launched", str(launched),
+            "--seconds", str(cap_s), "--steps", str(budget), "--events", str(events),
+            "--snapshots", str(Path(folder) / "snapshots"), "--snapshot-every", "1e9",
+            "--port", str(free_base_port(8)), "--settings", json.dumps(chosen), *stop,
+        ]  # fmt: skip
+        done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, check=False)
+        if done.returncode != 0:
+            raise SystemExit(f"lander failed on {env}:\n{done.stderr[-2000:]}")
+        rows = [json.loads(line) for line in events.read_text().splitlines()]
+    points = [
+        (r["t"], int(r["steps"]), float(r["reward"]))
+        for r in rows
+        if r["kind"] == "rollout" and r["reward"] is not None
+    ]
+    return Curve("lander", seed, points, time.time() - launched)
+
+
+def target_of(env: str, zoo_runs: list[Curve]) -> float:
+    """The lower of the environment's solved score and 90% of the zoo's best."""
+    bests = [b for b in (run.best() for run in zoo_runs) if b is not None]
+    if not bests:
+        raise SystemExit(f"the zoo logged no training reward on {env}")
+    best = max(bests)
+    ninety = best - 0.1 * abs(best)
+    threshold = gymnasium.spec(env).reward_threshold
+    return ninety if threshold is None else min(float(threshold), ninety)
+
+
+def summarise(runs: list[Curve], target: float) -> tuple[float, float, int]:
+    """Median seconds and samples to ``target`` (a miss counts as the whole run), hits."""
+    times, samples, hits = [], [], 0
+    for run in runs:
+        seconds, steps = run.reached(target)
+        hits += seconds is not None
+        times.append(seconds if seconds is not None else run.budget_s)
+        samples.append(steps if steps is not None else (run.points[-1][1] if run.points else 0))
+    return statistics.median(times), statistics.median(samples), hits
+
+
+def setup() -> None:
+    """Make ``.venv-zoo``: RL Zoo 2.9 with the CPU torch on this disk and Box2D."""
+    python = ZOO_PYTHON
+    if not python.exists():
+        subprocess.run([sys.executable, "-m", "venv", str(python.parent.parent)], check=True)
+    pip = [str(python), "-m", "pip", "install", "--quiet"]
+    subprocess.run([*pip, "torch>=2.3,<2.14"], check=True)
+    subprocess.run([*pip, "rl_zoo3>=2.9,<2.10", "gymnasium[box2d]>=1.0,<2"], check=True)
+    console.print(f"RL Zoo installed in {python.parent.parent}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--setup", action="store_true", help="make .venv-zoo and stop")
+    parser.add_argument("--envs", default=",".join(SUITE), help="comma-separated Gymnasium ids")
+    parser.add_argument("--seeds", type=int, default=3, help="seeds per side (1 for BipedalWalker)")
+    parser.add_argument("--cap", type=float, default=1800.0, help="seconds a run may take at most")
+    parser.add_argument(
+        "--settings", default="{}", help="lander: JSON of settings over its defaults"
+    )
+    parser.add_argument("--out", type=Path, default=None, help="write every curve here (JSON)")
+    args = parser.parse_args()
+    if args.setup:
+        setup()
+        return
+    if not ZOO_PYTHON.exists():
+        raise SystemExit("no .venv-zoo: run benchmarks/any_game.py --setup first")
+    settings = json.loads(args.settings)
+    table = Table(
+        title="Time to the target training reward: lander's defaults against RL Zoo's tuned PPO"
+    )
+    for column in (
+        "environment", "target", "zoo budget", "zoo s (hits)", "lander s (hits)",
+        "zoo / lander", "zoo samples", "lander samples", "zoo best", "lander best",
+    ):  # fmt: skip
+        table.add_column(column, justify="right")
+    ratios: list[float] = []
+    record: dict[str, object] = {}
+    for env in args.envs.split(","):
+        budget = int(float(zoo_settings(env)["n_timesteps"]))  # type: ignore[arg-type]
+        seeds = 1 if env in ONE_SEED else args.seeds
+        runs: dict[str, list[Curve]] = {"zoo": [], "lander": []}
+        for seed in range(seeds):
+            order = ("zoo", "lander") if seed % 2 == 0 else ("lander", "zoo")
+            for side in order:
+                run = (
+                    run_zoo(env, seed, budget, args.cap)
+                    if side == "zoo"
+                    else run_lander(env, seed, budget, args.cap, settings)
+                )
+                runs[side].append(run)
+                console.print(
+                    f"  {env} seed {seed} {side}: best {run.best()} in {run.budget_s:.0f} s, "
+                    f"{run.points[-1][1] if run.points else 0:,} steps"
+                )
+        target = target_of(env, runs["zoo"])
+        zoo_s, zoo_n, zoo_hits = summarise(runs["zoo"], target)
+        lander_s, lander_n, lander_hits = summarise(runs["lander"], target)
+        ratio = zoo_s / lander_s
+        ratios.append(ratio)
+        bests = {side: max((r.best() or float("-inf")) for r in runs[side]) for side in runs}
+        table.add_row(
+            env, f"{target:.1f}", f"{budget:,}", f"{zoo_s:.0f} ({zoo_hits}/{seeds})",
+            f"{lander_s:.0f} ({lander_hits}/{seeds})", f"{ratio:.2f}", f"{zoo_n:,.0f}",
+            f"{lander_n:,.0f}", f"{bests['zoo']:.1f}", f"{bests['lander']:.1f}",
+        )  # fmt: skip
+        record[env] = {
+            "target": target,
+            "runs": {side: [run.__dict__ for run in curves] for side, curves in runs.items()},
+        }
+        console.print(table)
+    if args.out is not None:
+        args.out.write_text(json.dumps(record))
+    console.print(
+        f"zoo / lander over the suite: median {statistics.median(ratios):.2f}, "
+        f"lowest {min(ratios):.2f}"
+    )
+
+
+if __name__ == "__main__":
+    main()
