@@ -159,3 +159,16 @@ def test_a_game_declaring_bounds_per_value_or_null_trains_and_bad_ones_are_one_l
     assert result.returncode != 0
     (line,) = [text for text in result.stderr.splitlines() if said in text]
     assert "game instance 0" in line
+
+
+def test_a_discrete_observation_trains_normalized_defaults_and_all(tmp_path: Path) -> None:
+    """FrozenLake observes a square's number: the policy one-hot encodes it, so the
+    default observation normalization leaves it alone (VecNormalize takes vectors only)."""
+    trained = lander(
+        tmp_path, "train", "lake", "--game", "gym:FrozenLake-v1", "--in-process",
+        "--timesteps", "2048", "--no-git",
+    )  # fmt: skip
+    output = trained.stdout + trained.stderr
+    assert trained.returncode == 0, output
+    assert "run lake finished" in output and "Traceback" not in output
+    assert "export skipped: observation 'obs' of shape [] is not a flat vector" in output

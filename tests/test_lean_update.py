@@ -207,3 +207,66 @@ def test_sb3s_adam_epsilon_is_kept() -> None:
     assert _model(False).policy.optimizer.param_groups[0]["eps"] == 1e-5
     given = _model(False, policy_kwargs={"optimizer_kwargs": {"eps": 1e-7}})
     assert given.policy.optimizer.param_groups[0]["eps"] == 1e-7
+
+
+def test_the_adaptive_step_size_follows_each_minibatchs_kl() -> None:
+    """rsl_rl's rule: over twice the desired KL the step shrinks 1.5x, under half it grows
+    1.5x, within its bounds; the update applies it minibatch by minibatch, the SB3 update
+    (another policy) once per rollout, and logs where it is."""
+    from training.lean_ppo import MAX_ADAPTIVE_LR, MIN_ADAPTIVE_LR
+
+    model = _model(discrete=False)
+    model.desired_kl = 0.01  # the update's KLs here are far above: its steps shrink
+    model.adapt_learning_rate(0.05)
+    assert model.adaptive_lr == pytest.approx(3e-3 / 1.5)
+    model.adapt_learning_rate(0.05)
+    model.adapt_learning_rate(0.001)
+    assert model.adaptive_lr == pytest.approx(3e-3 / 1.5)
+    model.adapt_learning_rate(0.01)  # within the band: unchanged
+    assert model.adaptive_lr == pytest.approx(3e-3 / 1.5)
+    assert model.policy.optimizer.param_groups[0]["lr"] == pytest.approx(3e-3 / 1.5)
+    for _ in range(40):
+        model.adapt_learning_rate(1.0)
+    assert model.adaptive_lr == MIN_ADAPTIVE_LR
+    for _ in range(40):
+        model.adapt_learning_rate(1e-6)
+    assert model.adaptive_lr == pytest.approx(3e-3)  # back to the learning rate, not past it
+    model.learning_rate = 0.5
+    model._setup_lr_schedule()
+    for _ in range(40):
+        model.adapt_learning_rate(1e-6)
+    assert model.adaptive_lr == MAX_ADAPTIVE_LR
+    model.learning_rate = 3e-3
+    model._setup_lr_schedule()
+
+    for update in (LeanPPO.train, PPO.train):
+        model.adaptive_lr = None
+        seen: list[float] = []
+        step = model.adapt_learning_rate
+        model.adapt_learning_rate = lambda kl, step=step, seen=seen: (seen.append(kl), step(kl))[1]  # type: ignore[method-assign]
+        try:
+            LeanPPO.train(model) if update is LeanPPO.train else _sb3_update(model)
+        finally:
+            del model.adapt_learning_rate
+        expected = model.n_epochs * (model.n_steps * model.n_envs // model.batch_size)
+        assert len(seen) == (expected if update is LeanPPO.train else 1)
+        assert model.logger.name_to_value["train/learning_rate"] == pytest.approx(3e-3)
+        expected = 3e-3
+        for kl in seen:  # the rule, replayed over the KLs the update met
+            if kl > 0.02:
+                expected = max(expected / 1.5, MIN_ADAPTIVE_LR)
+            elif 0 < kl < 0.005:
+                expected = min(expected * 1.5, 3e-3)
+        assert model.adaptive_lr == pytest.approx(expected)
+
+
+def _sb3_update(model: LeanPPO) -> None:
+    """LeanPPO's update by SB3's own path (as for a policy numpy does not write out)."""
+    import training.lean_ppo as lean_ppo
+
+    fits = lean_ppo.lean_update_fits
+    lean_ppo.lean_update_fits = lambda _model: False  # type: ignore[assignment]
+    try:
+        LeanPPO.train(model)
+    finally:
+        lean_ppo.lean_update_fits = fits

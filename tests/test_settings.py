@@ -162,3 +162,14 @@ def test_a_new_run_starts_from_its_games_tuned_settings(tmp_path: Path) -> None:
     assert rate(**camera) == 1e-3 and rate() == TrainConfig().learning_rate == 2e-3
     assert rate(**camera, learning_rate=3e-4) == 3e-4
     assert rate(game_args={"observation": "vector"}) == 2e-3
+
+
+def test_a_run_recorded_before_the_adaptive_step_size_resumes_with_a_constant_one() -> None:
+    from training.config import TrainConfig, from_dict
+
+    saved = TrainConfig().to_dict()
+    del saved["adaptive_kl"]
+    assert from_dict(saved, "run.json").adaptive_kl == 0.0
+    assert (
+        from_dict(TrainConfig().to_dict(), "run.json").adaptive_kl == TrainConfig().adaptive_kl > 0
+    )

@@ -166,9 +166,15 @@ def wrap_normalization(
     return normalizer, normalizer
 
 
+def _running_normalised(space: spaces.Space[Any]) -> bool:
+    """A vector of numbers (not a camera's bytes, not a discrete choice, which the policy
+    one-hot encodes)."""
+    return isinstance(space, spaces.Box) and not is_camera(space)
+
+
 def vector_keys(space: spaces.Space[Any]) -> list[str] | None:
-    """The keys of a Dict observation that are not camera frames (None for a single
-    vector; an empty list for a single camera)."""
+    """The keys of a Dict observation that are vectors (None for a single vector; an empty
+    list for a single camera or discrete observation)."""
     if isinstance(space, spaces.Dict):
-        return [key for key, part in space.spaces.items() if not is_camera(part)]
-    return [] if is_camera(space) else None
+        return [key for key, part in space.spaces.items() if _running_normalised(part)]
+    return None if _running_normalised(space) else []

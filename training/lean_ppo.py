@@ -47,6 +47,9 @@ from training.lean_adam import LeanAdam
 from training.lean_update import lean_train, lean_update_fits
 from training.numpy_policy import HALF_LOG_2PI, NumpyActor, numpy_fits
 
+MIN_ADAPTIVE_LR, MAX_ADAPTIVE_LR = 1e-5, 1e-2
+"""The bounds of the adaptive step size (rsl_rl's)."""
+
 
 class LeanPPO(PPO):
     """PPO whose rollouts are collected by :meth:`collect_rollouts` below."""
@@ -78,11 +81,58 @@ class LeanPPO(PPO):
 
     def train(self) -> None:
         """SB3's update: by :func:`~training.lean_update.lean_train` (the same arithmetic
-        in numpy, in far fewer ops) for the MLP policies lander builds, else by SB3."""
+        in numpy, in far fewer ops) for the MLP policies lander builds, else by SB3 (the
+        adaptive step size then follows the update's mean KL, once per rollout)."""
         if lean_update_fits(self):
             lean_train(self)
         else:
             super().train()
+            if self.desired_kl is not None:
+                self.adapt_learning_rate(float(self.logger.name_to_value["train/approx_kl"]))
+
+    # -- the adaptive step size (--adaptive-kl) ------------------------------------------
+
+    desired_kl: float | None = None
+    """The KL an update aims at, each minibatch's step size adapted to it; None: the
+    learning rate's own schedule (a constant, as SB3's)."""
+    adaptive_lr: float | None = None
+    """The step size the KL has led to so far (None: not begun; starts at the learning
+    rate, as a resumed session does: a resume is where a user sets a new one)."""
+
+    def adapt_learning_rate(self, kl: float) -> None:
+        """rsl_rl's rule: a minibatch whose KL from the rollout's policy is over twice the
+        desired one makes the step 1.5 times smaller, one under half makes it 1.5 times
+        larger, within [:data:`MIN_ADAPTIVE_LR`, the learning rate] (rsl_rl lets it grow to
+        :data:`MAX_ADAPTIVE_LR`: measured here, a step past lander's large one lost more
+        than it won)."""
+        assert self.desired_kl is not None
+        start = self.learning_rate_now()
+        lr = self.adaptive_lr if self.adaptive_lr is not None else start
+        if kl > 2.0 * self.desired_kl:
+            lr = max(lr / 1.5, MIN_ADAPTIVE_LR)
+        elif 0.0 < kl < 0.5 * self.desired_kl:
+            lr = min(lr * 1.5, start, MAX_ADAPTIVE_LR)
+        self.adaptive_lr = lr
+        for group in self.policy.optimizer.param_groups:
+            group["lr"] = lr
+
+    def learning_rate_now(self) -> float:
+        """The learning rate's schedule at this point of the run."""
+        return float(self.lr_schedule(self._current_progress_remaining))
+
+    def _update_learning_rate(
+        self, optimizers: list[torch.optim.Optimizer] | torch.optim.Optimizer
+    ) -> None:
+        """SB3's schedule, or the adaptive step size where there is one."""
+        if self.desired_kl is None:
+            super()._update_learning_rate(optimizers)
+            return
+        if self.adaptive_lr is None:
+            self.adaptive_lr = self.learning_rate_now()
+        self.logger.record("train/learning_rate", self.adaptive_lr)
+        for optimizer in optimizers if isinstance(optimizers, list) else [optimizers]:
+            for group in optimizer.param_groups:
+                group["lr"] = self.adaptive_lr
 
     def lean_rollouts(self) -> bool:
         """True when this model's policy is one the lean loop reproduces exactly."""
@@ -230,7 +280,15 @@ class LeanPPO(PPO):
     def _excluded_save_params(self) -> list[str]:
         """The rollout played ahead, its buffer, its policy and the mode stay out of the
         zip, which stays a plain PPO zip."""
-        return [*super()._excluded_save_params(), "_ahead", "_spare", "_playing", "asynchronous"]
+        return [
+            *super()._excluded_save_params(),
+            "_ahead",
+            "_spare",
+            "_playing",
+            "asynchronous",
+            "desired_kl",
+            "adaptive_lr",
+        ]
 
 
 @dataclass

@@ -352,6 +352,8 @@ def lean_train(model: LeanPPO) -> None:
                     if model.verbose >= 1:
                         print(f"Early stopping at step {epoch} due to reaching max kl")
                     break
+                if model.desired_kl is not None:
+                    model.adapt_learning_rate(result.approx_kl)
                 flat.clip_grad_norm(model.max_grad_norm)
                 flat.adam_step()
             model._n_updates += 1
