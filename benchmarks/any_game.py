@@ -185,7 +185,10 @@ def setup() -> None:
         subprocess.run([sys.executable, "-m", "venv", str(python.parent.parent)], check=True)
     pip = [str(python), "-m", "pip", "install", "--quiet"]
     subprocess.run([*pip, "torch>=2.3,<2.14"], check=True)
-    subprocess.run([*pip, "rl_zoo3>=2.9,<2.10", "gymnasium[box2d]>=1.0,<2"], check=True)
+    # tensorboard: the zoo logs rollout/ep_rew_mean there, which is what is read back.
+    subprocess.run(
+        [*pip, "rl_zoo3>=2.9,<2.10", "gymnasium[box2d]>=1.0,<2", "tensorboard>=2.15,<3"], check=True
+    )
     console.print(f"RL Zoo installed in {python.parent.parent}")
 
 

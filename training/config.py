@@ -278,14 +278,14 @@ class TrainConfig:
     n_epochs: int = setting(
         10, help="Passes over each rollout.", low=1, resumable=True, panel="PPO"
     )
-    # The defaults below this line's neighbours (gamma, GAE, entropy, normalization) are a
-    # game's that nobody tuned: chosen over Gymnasium's classics (CartPole, Acrobot,
+    # The defaults of gamma, GAE, the entropy bonus and normalization are for a game
+    # nobody tuned lander for: chosen over Gymnasium's classics (CartPole, Acrobot,
     # Pendulum, LunarLander discrete and continuous, BipedalWalker) against RL Zoo's tuned
     # PPO (benchmarks/any_game.py; docs/performance.md, "Games nobody tuned lander for").
     # Normalized observations and rewards are what let one step size serve rewards of 1
     # and of 100 (LunarLander, Pendulum: no learning without; "What Matters In On-Policy
     # RL" finds the same over 250,000 agents); gamma 0.995 with GAE 0.98 reaches
-    # LunarLanderContinuous's 200 where 0.99/0.95 plateaued below 100, and Pendulum still
+    # LunarLanderContinuous's 200 where 0.99/0.95 peaked at 11, and Pendulum still
     # inside its 100,000 steps (0.999 took 129,000); an entropy bonus of 0.01 (on
     # normalized rewards) keeps a continuous policy from settling on hovering. The bundled
     # games keep what they were tuned with (games/*/entry.py train_defaults).
