@@ -16,18 +16,20 @@ from its TensorBoard events (wall time since launch). The target of an environme
 the lower of its ``reward_threshold`` (solved) and 90% of the best training reward the
 zoo's runs reached in this benchmark (for a negative best, 10% below it). The table gives,
 per environment, the median over seeds of each side's time and samples to the target (a
-side that never got there counts as its whole run) and zoo / lander.
+run that never got there counts as never) and zoo / lander (0 where lander never did).
 
     .venv/bin/python benchmarks/any_game.py --setup          # once: .venv-zoo (RL Zoo 2.9)
     .venv/bin/python benchmarks/any_game.py                  # the whole suite, 3 seeds
     .venv/bin/python benchmarks/any_game.py --envs CartPole-v1,Pendulum-v1 --seeds 1
     .venv/bin/python benchmarks/any_game.py --settings '{"normalize_rewards": false}'  # a candidate
+    .venv/bin/python benchmarks/any_game.py --table record.json   # the table of an --out file
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import statistics
 import subprocess
 import sys
@@ -168,14 +170,57 @@ def target_of(env: str, zoo_runs: list[Curve]) -> float:
 
 
 def summarise(runs: list[Curve], target: float) -> tuple[float, float, int]:
-    """Median seconds and samples to ``target`` (a miss counts as the whole run), hits."""
-    times, samples, hits = [], [], 0
+    """Median seconds and samples to ``target`` over the runs (a run that never got there
+    counts as never: infinity), and how many got there."""
+    times, samples = [], []
     for run in runs:
         seconds, steps = run.reached(target)
-        hits += seconds is not None
-        times.append(seconds if seconds is not None else run.budget_s)
-        samples.append(steps if steps is not None else (run.points[-1][1] if run.points else 0))
+        times.append(seconds if seconds is not None else math.inf)
+        samples.append(steps if steps is not None else math.inf)
+    hits = sum(math.isfinite(t) for t in times)
     return statistics.median(times), statistics.median(samples), hits
+
+
+def _shown(value: float, unit: str = "") -> str:
+    return f"{value:,.0f}{unit}" if math.isfinite(value) else "never"
+
+
+def print_table(record: dict[str, dict[str, object]]) -> None:
+    """The table of a benchmark's record (:func:`main` writes it with ``--out``): per
+    environment, each side's median time and samples to the target and zoo / lander (0
+    where lander never got there, infinite where only lander did)."""
+    table = Table(
+        title="Time to the target training reward: lander's defaults against RL Zoo's tuned PPO"
+    )
+    for column in (
+        "environment", "target", "zoo budget", "zoo s (hits)", "lander s (hits)",
+        "zoo / lander", "zoo samples", "lander samples", "zoo best", "lander best",
+    ):  # fmt: skip
+        table.add_column(column, justify="right")
+    ratios: list[float] = []
+    for env, entry in record.items():
+        target = float(entry["target"])  # type: ignore[arg-type]
+        runs = {
+            side: [Curve(**run) for run in curves]
+            for side, curves in entry["runs"].items()  # type: ignore[attr-defined]
+        }
+        zoo_s, zoo_n, zoo_hits = summarise(runs["zoo"], target)
+        lander_s, lander_n, lander_hits = summarise(runs["lander"], target)
+        ratio = zoo_s / lander_s if math.isfinite(lander_s) else 0.0
+        ratios.append(ratio)
+        bests = {side: max((r.best() or -math.inf) for r in runs[side]) for side in runs}
+        seeds = len(runs["zoo"])
+        table.add_row(
+            env, f"{target:.1f}", f"{entry['budget']:,}",
+            f"{_shown(zoo_s)} ({zoo_hits}/{seeds})", f"{_shown(lander_s)} ({lander_hits}/{seeds})",
+            f"{ratio:.2f}", _shown(zoo_n), _shown(lander_n),
+            f"{bests['zoo']:.1f}", f"{bests['lander']:.1f}",
+        )  # fmt: skip
+    console.print(table)
+    console.print(
+        f"zoo / lander over the suite: median {statistics.median(ratios):.2f}, "
+        f"lowest {min(ratios):.2f}"
+    )
 
 
 def setup() -> None:
@@ -202,23 +247,18 @@ def main() -> None:
         "--settings", default="{}", help="lander: JSON of settings over its defaults"
     )
     parser.add_argument("--out", type=Path, default=None, help="write every curve here (JSON)")
+    parser.add_argument("--table", type=Path, default=None, help="print the table of an --out file")
     args = parser.parse_args()
     if args.setup:
         setup()
         return
+    if args.table is not None:
+        print_table(json.loads(args.table.read_text()))
+        return
     if not ZOO_PYTHON.exists():
         raise SystemExit("no .venv-zoo: run benchmarks/any_game.py --setup first")
     settings = json.loads(args.settings)
-    table = Table(
-        title="Time to the target training reward: lander's defaults against RL Zoo's tuned PPO"
-    )
-    for column in (
-        "environment", "target", "zoo budget", "zoo s (hits)", "lander s (hits)",
-        "zoo / lander", "zoo samples", "lander samples", "zoo best", "lander best",
-    ):  # fmt: skip
-        table.add_column(column, justify="right")
-    ratios: list[float] = []
-    record: dict[str, object] = {}
+    record: dict[str, dict[str, object]] = {}
     for env in args.envs.split(","):
         budget = int(float(zoo_settings(env)["n_timesteps"]))  # type: ignore[arg-type]
         seeds = 1 if env in ONE_SEED else args.seeds
@@ -236,28 +276,14 @@ def main() -> None:
                     f"  {env} seed {seed} {side}: best {run.best()} in {run.budget_s:.0f} s, "
                     f"{run.points[-1][1] if run.points else 0:,} steps"
                 )
-        target = target_of(env, runs["zoo"])
-        zoo_s, zoo_n, zoo_hits = summarise(runs["zoo"], target)
-        lander_s, lander_n, lander_hits = summarise(runs["lander"], target)
-        ratio = zoo_s / lander_s
-        ratios.append(ratio)
-        bests = {side: max((r.best() or float("-inf")) for r in runs[side]) for side in runs}
-        table.add_row(
-            env, f"{target:.1f}", f"{budget:,}", f"{zoo_s:.0f} ({zoo_hits}/{seeds})",
-            f"{lander_s:.0f} ({lander_hits}/{seeds})", f"{ratio:.2f}", f"{zoo_n:,.0f}",
-            f"{lander_n:,.0f}", f"{bests['zoo']:.1f}", f"{bests['lander']:.1f}",
-        )  # fmt: skip
         record[env] = {
-            "target": target,
+            "target": target_of(env, runs["zoo"]),
+            "budget": budget,
             "runs": {side: [run.__dict__ for run in curves] for side, curves in runs.items()},
         }
-        console.print(table)
-    if args.out is not None:
-        args.out.write_text(json.dumps(record))
-    console.print(
-        f"zoo / lander over the suite: median {statistics.median(ratios):.2f}, "
-        f"lowest {min(ratios):.2f}"
-    )
+        if args.out is not None:  # after every environment: a long run keeps what it has
+            args.out.write_text(json.dumps(record))
+        print_table(record)
 
 
 if __name__ == "__main__":

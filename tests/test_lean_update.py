@@ -270,3 +270,17 @@ def _sb3_update(model: LeanPPO) -> None:
         LeanPPO.train(model)
     finally:
         lean_ppo.lean_update_fits = fits
+
+
+def test_each_session_takes_its_adaptive_kl_and_starts_from_its_learning_rate() -> None:
+    """A resume is where a user turns the adaptive step on (a long run that collapses) or
+    off, and where it starts again from --learning-rate."""
+    from training.config import TrainConfig
+    from training.trainer import _with_collector
+
+    model = _model(discrete=True)
+    model.adaptive_lr = 1e-4
+    _with_collector(model, TrainConfig(adaptive_kl=0.03))
+    assert model.desired_kl == 0.03 and model.adaptive_lr is None
+    _with_collector(model, TrainConfig())
+    assert model.desired_kl is None  # the default: a constant step

@@ -236,17 +236,17 @@ class TrainConfig:
         resumable=True,
         panel="PPO",
     )
-    # rsl_rl's adaptive rule, bounded above by the learning rate: a step that shrinks when
-    # an update moves the policy too far keeps a long run from falling apart (BipedalWalker
-    # at a constant 0.002 reached 215 at 0.9M steps and fell to -111 by 2.4M; with 0.03
-    # it held 190-212 to 2.1M). rsl_rl's 0.01 with no ceiling slowed Pendulum past its
-    # 100,000 steps, 0.02 lost LunarLander's 200 (docs/performance.md, "Games nobody
-    # tuned lander for").
+    # rsl_rl's adaptive rule, bounded above by the learning rate, for long runs: a step
+    # that shrinks when an update moves the policy too far kept BipedalWalker at 190-212 to
+    # 2.1M steps where a constant 0.002 reached 215 and fell to -111. Not the default: at
+    # 0.03 it cost Pendulum its 100,000-step target and LunarLanderContinuous its 200
+    # (best 154 against 207); rsl_rl's own 0.01 and 0.02 lost more (docs/performance.md,
+    # "Games nobody tuned lander for").
     adaptive_kl: float = setting(
-        0.03,
+        0.0,
         help="KL from the rollout's policy each minibatch aims at: over twice it, the step "
         "size shrinks 1.5x, under half it grows 1.5x back towards --learning-rate, never "
-        "past it (rsl_rl's rule; 0: a constant step).",
+        "past it (rsl_rl's rule; 0.03 keeps a long run from collapsing; 0: a constant step).",
         low=0,
         high=1,
         panel="PPO",
@@ -705,15 +705,9 @@ def apply_overrides(base: TrainConfig, overrides: dict[str, Any], source: str) -
     return TrainConfig(**{**current, **checked})
 
 
-AS_BEFORE = {"adaptive_kl": 0.0}
-"""Settings added after runs were recorded, with the value that gives what those runs did
-(a constant step size): a resumed old run goes on as it trained."""
-
-
 def from_dict(values: dict[str, Any], source: str) -> TrainConfig:
-    """Rebuild a config saved by :meth:`TrainConfig.to_dict` (older keys are refused; a
-    setting it predates takes its :data:`AS_BEFORE` value)."""
-    return apply_overrides(TrainConfig(), {**AS_BEFORE, **values}, source)
+    """Rebuild a config saved by :meth:`TrainConfig.to_dict` (older keys are refused)."""
+    return apply_overrides(TrainConfig(), values, source)
 
 
 def load_config_file(path: Path) -> dict[str, Any]:
