@@ -239,9 +239,9 @@ class TrainConfig:
     # rsl_rl's adaptive rule, bounded above by the learning rate, for long runs: a step
     # that shrinks when an update moves the policy too far kept BipedalWalker at 190-212 to
     # 2.1M steps where a constant 0.002 reached 215 and fell to -111. Not the default: at
-    # 0.03 it cost Pendulum its 100,000-step target and LunarLanderContinuous its 200
-    # (best 154 against 207); rsl_rl's own 0.01 and 0.02 lost more (docs/performance.md,
-    # "Games nobody tuned lander for").
+    # 0.03 LunarLanderContinuous's best was 154 against 207 at a constant step (one seed
+    # each; Pendulum and LunarLander ran alike), and rsl_rl's own 0.01 and 0.02 lost more
+    # (docs/performance.md, "Games nobody tuned lander for").
     adaptive_kl: float = setting(
         0.0,
         help="KL from the rollout's policy each minibatch aims at: over twice it, the step "
