@@ -7,6 +7,7 @@ much as ``LunarLander-v3`` is.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from functools import cache
 from typing import Any
 
@@ -16,9 +17,8 @@ from gymnasium import spaces
 from game_bridge.bot_runner import BotRunner
 from games.gym.scoring import GymScorer
 from games.gym.view import GameView, UnsupportedEnv, make_view, parse_kwargs
+from games import GYM_PREFIX as PREFIX
 from games.spec import GameArgs, GameEntry, PlayOptions, PlayResult
-
-PREFIX = "gym:"
 
 
 class UnknownEnv(UnsupportedEnv):
@@ -29,7 +29,7 @@ def _in_process_kwargs(game_args: GameArgs, _action_repeat: int | None) -> dict[
     return parse_kwargs(dict(game_args))
 
 
-def _record_name(env_id: str) -> Any:
+def _record_name(env_id: str) -> Callable[[GameArgs], str]:
     def name(game_args: GameArgs) -> str:
         """Other keyword arguments are another game to champion (LunarLander continuous)."""
         shown = ", ".join(f"{k}={v}" for k, v in sorted(game_args.items()) if k != "agents")
@@ -38,7 +38,7 @@ def _record_name(env_id: str) -> Any:
     return name
 
 
-def _play(env_id: str) -> Any:
+def _play(env_id: str) -> Callable[[BotRunner, PlayOptions], PlayResult]:
     def play(bot: BotRunner, options: PlayOptions) -> PlayResult:
         """Play the bot's episodes in the environment; draw what it renders."""
         from games.gym.play import play_episodes
