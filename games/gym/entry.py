@@ -15,9 +15,9 @@ import gymnasium
 from gymnasium import spaces
 
 from game_bridge.bot_runner import BotRunner
+from games import GYM_PREFIX as PREFIX
 from games.gym.scoring import GymScorer
 from games.gym.view import GameView, UnsupportedEnv, make_view, parse_kwargs
-from games import GYM_PREFIX as PREFIX
 from games.spec import GameArgs, GameEntry, PlayOptions, PlayResult
 
 
