@@ -9,6 +9,7 @@ Entries are imported on first use, so a command that names no game loads none.
 from __future__ import annotations
 
 import importlib
+import re
 import sys
 from collections.abc import Callable
 from functools import cache
@@ -41,10 +42,18 @@ class UnknownGame(LanderError, ValueError):
     """A game name that is not in the registry."""
 
 
+_GYM_ID = re.compile(r"[A-Za-z0-9_.\-]+(/[A-Za-z0-9_.\-]+)?")
+"""A registered Gymnasium id (``CartPole-v1``, ``ALE/Pong-v5``); Gymnasium's
+``module:Env`` form, which imports a module, is not one: a name read from a bot or a record
+from elsewhere must not import code."""
+
+
 def is_game_name(name: str) -> bool:
     """True for a bundled game's name or ``gym:ENV_ID`` (whether the id exists is
     :func:`game_entry`'s to say)."""
-    return name in BUNDLED_GAMES or (name.startswith(GYM_PREFIX) and len(name) > len(GYM_PREFIX))
+    if name.startswith(GYM_PREFIX):
+        return _GYM_ID.fullmatch(name[len(GYM_PREFIX) :]) is not None
+    return name in BUNDLED_GAMES
 
 
 @cache
@@ -62,7 +71,7 @@ def game_entry(name: str) -> GameEntry:
         except UnsupportedEnv as exc:
             raise UnknownGame(str(exc)) from None
         return gym_entry
-    if name not in BUNDLED_GAMES:
+    if not is_game_name(name):
         raise UnknownGame(
             f"the bundled games are {', '.join(BUNDLED_GAMES)} (or {GYM_PREFIX}ENV_ID for a "
             f"Gymnasium environment), not {name!r}"

@@ -98,6 +98,8 @@ def test_keyword_arguments_reach_the_environment() -> None:
         (["--game", "gym:NoSuchGame-v0"], "NoSuchGame"),
         (["--game", "gym:CartPole-v1", "--game-arg", "wings=3"], "wings"),
         (["--game", "gym:"], "gym:ENV_ID for a Gymnasium environment"),
+        # Gymnasium's module:Env form imports a module: not from a name in a file from elsewhere
+        (["--game", "gym:os:CartPole-v1"], "gym:ENV_ID for a Gymnasium environment"),
         (["--game", "gym:Blackjack-v1"], "Tuple"),
     ],
 )
