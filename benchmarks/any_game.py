@@ -22,7 +22,7 @@ run that never got there counts as never) and zoo / lander (0 where lander never
     .venv/bin/python benchmarks/any_game.py                  # the whole suite, 3 seeds
     .venv/bin/python benchmarks/any_game.py --envs CartPole-v1,Pendulum-v1 --seeds 1
     .venv/bin/python benchmarks/any_game.py --settings '{"normalize_rewards": false}'  # a candidate
-    .venv/bin/python benchmarks/any_game.py --table record.json   # the table of an --out file
+    .venv/bin/python benchmarks/any_game.py --table a.json b.json  # --out files, merged
 """
 
 from __future__ import annotations
@@ -181,6 +181,23 @@ def summarise(runs: list[Curve], target: float) -> tuple[float, float, int]:
     return statistics.median(times), statistics.median(samples), hits
 
 
+def merged(records: list[dict[str, dict[str, object]]]) -> dict[str, dict[str, object]]:
+    """Several runs' records as one (more seeds of the same environments): each side's runs
+    joined, the target recomputed from every zoo run."""
+    result: dict[str, dict[str, object]] = {}
+    for record in records:
+        for env, entry in record.items():
+            joined = result.setdefault(
+                env, {"budget": entry["budget"], "runs": {"zoo": [], "lander": []}}
+            )
+            for side, curves in entry["runs"].items():  # type: ignore[attr-defined]
+                joined["runs"][side].extend(curves)  # type: ignore[index]
+    for env, entry in result.items():
+        zoo = [Curve(**run) for run in entry["runs"]["zoo"]]  # type: ignore[index]
+        entry["target"] = target_of(env, zoo)
+    return result
+
+
 def _shown(value: float, unit: str = "") -> str:
     return f"{value:,.0f}{unit}" if math.isfinite(value) else "never"
 
@@ -242,18 +259,25 @@ def main() -> None:
     parser.add_argument("--setup", action="store_true", help="make .venv-zoo and stop")
     parser.add_argument("--envs", default=",".join(SUITE), help="comma-separated Gymnasium ids")
     parser.add_argument("--seeds", type=int, default=3, help="seeds per side (1 for BipedalWalker)")
+    parser.add_argument("--first-seed", type=int, default=0, help="seeds from this one on")
     parser.add_argument("--cap", type=float, default=1800.0, help="seconds a run may take at most")
     parser.add_argument(
         "--settings", default="{}", help="lander: JSON of settings over its defaults"
     )
     parser.add_argument("--out", type=Path, default=None, help="write every curve here (JSON)")
-    parser.add_argument("--table", type=Path, default=None, help="print the table of an --out file")
+    parser.add_argument(
+        "--table",
+        type=Path,
+        nargs="+",
+        default=None,
+        help="print the table of --out files (merged)",
+    )
     args = parser.parse_args()
     if args.setup:
         setup()
         return
     if args.table is not None:
-        print_table(json.loads(args.table.read_text()))
+        print_table(merged([json.loads(path.read_text()) for path in args.table]))
         return
     if not ZOO_PYTHON.exists():
         raise SystemExit("no .venv-zoo: run benchmarks/any_game.py --setup first")
@@ -263,7 +287,7 @@ def main() -> None:
         budget = int(float(zoo_settings(env)["n_timesteps"]))  # type: ignore[arg-type]
         seeds = 1 if env in ONE_SEED else args.seeds
         runs: dict[str, list[Curve]] = {"zoo": [], "lander": []}
-        for seed in range(seeds):
+        for seed in range(args.first_seed, args.first_seed + seeds):
             order = ("zoo", "lander") if seed % 2 == 0 else ("lander", "zoo")
             for side in order:
                 run = (
