@@ -11,13 +11,12 @@ from collections.abc import Callable
 from functools import cache
 from typing import Any
 
-import gymnasium
 from gymnasium import spaces
 
 from game_bridge.bot_runner import BotRunner
 from games import GYM_PREFIX as PREFIX
 from games.gym.scoring import GymScorer
-from games.gym.view import GameView, UnsupportedEnv, make_view, parse_kwargs
+from games.gym.view import UnsupportedEnv, make_view, parse_kwargs
 from games.spec import GameArgs, GameEntry, PlayOptions, PlayResult
 
 
@@ -86,7 +85,7 @@ def entry_for(env_id: str) -> GameEntry:
         gym_module="games.gym.view",
         gym_id=env_id,
         env_factory=lambda game_args, _repeat: (
-            lambda: GameView(gymnasium.make(env_id, **parse_kwargs(dict(game_args))))
+            lambda: make_view(env_id, parse_kwargs(dict(game_args)))
         ),
         observation_size=obs_size,
         action_size=action_size,
