@@ -264,6 +264,11 @@ def main() -> None:
     parser.add_argument(
         "--settings", default="{}", help="lander: JSON of settings over its defaults"
     )
+    parser.add_argument(
+        "--sides",
+        default="zoo,lander",
+        help="which sides to run (a long environment's sides may run apart, merged by --table)",
+    )
     parser.add_argument("--out", type=Path, default=None, help="write every curve here (JSON)")
     parser.add_argument(
         "--table",
@@ -282,6 +287,9 @@ def main() -> None:
     if not ZOO_PYTHON.exists():
         raise SystemExit("no .venv-zoo: run benchmarks/any_game.py --setup first")
     settings = json.loads(args.settings)
+    sides = args.sides.split(",")
+    if not sides or set(sides) - {"zoo", "lander"}:
+        raise SystemExit(f"--sides takes zoo, lander or both, not {args.sides!r}")
     record: dict[str, dict[str, object]] = {}
     for env in args.envs.split(","):
         budget = int(float(zoo_settings(env)["n_timesteps"]))  # type: ignore[arg-type]
@@ -289,7 +297,7 @@ def main() -> None:
         runs: dict[str, list[Curve]] = {"zoo": [], "lander": []}
         for seed in range(args.first_seed, args.first_seed + seeds):
             order = ("zoo", "lander") if seed % 2 == 0 else ("lander", "zoo")
-            for side in order:
+            for side in (side for side in order if side in sides):
                 run = (
                     run_zoo(env, seed, budget, args.cap)
                     if side == "zoo"
@@ -301,13 +309,14 @@ def main() -> None:
                     f"{run.points[-1][1] if run.points else 0:,} steps"
                 )
         record[env] = {
-            "target": target_of(env, runs["zoo"]),
+            "target": target_of(env, runs["zoo"]) if runs["zoo"] else None,
             "budget": budget,
             "runs": {side: [run.__dict__ for run in curves] for side, curves in runs.items()},
         }
         if args.out is not None:  # after every environment: a long run keeps what it has
             args.out.write_text(json.dumps(record))
-        print_table(record)
+        if len(sides) == 2:
+            print_table(record)
 
 
 if __name__ == "__main__":

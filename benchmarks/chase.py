@@ -33,10 +33,10 @@ from rich.table import Table
 from game_bridge.bot_runner import BotRunner
 from games.duel.chase import scripted_hunter, scripted_prey
 from games.duel.scoring import ChaseSettings
-from training.bots import export_sides
-from training.evaluation import Policy
-from training.run_paths import RunPaths
-from training.trainer import TrainRequest, train
+from training.bots.run_bots import export_sides
+from training.evaluation.scoring import Policy
+from training.runs.run_paths import RunPaths
+from training.session.trainer import TrainRequest, train
 
 console = Console()
 SETTINGS: dict[str, Any] = {
@@ -67,7 +67,7 @@ def main() -> None:
         if outcome.status != "finished":
             raise SystemExit(f"hunt {outcome.status}: {outcome.error}")
         paths = RunPaths(home, "hunt")
-        from training.bots import export_run
+        from training.bots.run_bots import export_run
 
         export_run(paths, paths.final)
         export_sides(paths)
@@ -121,8 +121,8 @@ def first_escape(paths: RunPaths, started: str, rounds: int) -> tuple[int, float
 
     import torch
 
-    from training.evaluation import model_policy
-    from training.trainer import load_for_inference
+    from training.evaluation.scoring import model_policy
+    from training.ppo.inference import load_for_inference
 
     folder = paths.side_checkpoints("prey")
     model, normalizer = load_for_inference(folder / "final.zip")

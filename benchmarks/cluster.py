@@ -40,7 +40,7 @@ from game_bridge.launcher import LaunchConfig
 from game_bridge.vec_env import GameVecEnv
 from games import launch_settings
 from tests.ray_cluster import LocalRayCluster
-from training.trainer import TrainRequest, train
+from training.session.trainer import TrainRequest, train
 
 console = Console()
 INSTANCES, AGENTS = 4, 8

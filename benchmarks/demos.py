@@ -56,12 +56,12 @@ def time_to_goal(home: Path, run: str, args: list[str], limit_s: float) -> tuple
 
 def bc_alone(demo: Path, game: str, game_args: dict[str, str], epochs: int) -> float | None:
     """The normalized score of the policy cloned from ``demo`` before any PPO step."""
-    from training.behaviour_cloning import clone_behaviour
     from training.config import TrainConfig
-    from training.demos import load_demos
-    from training.environments import make_vec_env
-    from training.evaluation import evaluate_in_process, game_settings, model_policy
-    from training.trainer import _build_model
+    from training.demos.behaviour_cloning import clone_behaviour
+    from training.demos.files import load_demos
+    from training.envs.environments import make_vec_env
+    from training.evaluation.scoring import evaluate_in_process, game_settings, model_policy
+    from training.session.trainer import _build_model
 
     config = TrainConfig(game=game, game_args=game_args, in_process=True, bc_epochs=epochs)
     env = make_vec_env(config)

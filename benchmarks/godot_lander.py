@@ -27,8 +27,9 @@ from rich.table import Table
 from game_bridge.launcher import LaunchConfig
 from game_bridge.vec_env import GameVecEnv
 from games.lander.controllers import random_actions, reference_actions
-from training.evaluation import Policy, evaluate_through_bridge, model_policy
-from training.trainer import TrainRequest, load_for_inference, train
+from training.evaluation.scoring import Policy, evaluate_through_bridge, model_policy
+from training.ppo.inference import load_for_inference
+from training.session.trainer import TrainRequest, train
 
 ROOT = Path(__file__).resolve().parent.parent
 GODOT_GAME = ROOT / "examples" / "godot_lander" / "lander.x86_64"

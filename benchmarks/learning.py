@@ -27,9 +27,9 @@ from rich.console import Console
 from rich.table import Table
 
 from training.config import TrainConfig, apply_overrides
-from training.eval_callback import PeriodicEvaluation
-from training.evaluation import EvalResult, baselines, game_settings
-from training.trainer import TrainRequest, train
+from training.evaluation.scoring import EvalResult, baselines, game_settings
+from training.session.eval_callback import PeriodicEvaluation
+from training.session.trainer import TrainRequest, train
 
 console = Console()
 

@@ -19,8 +19,8 @@ from pathlib import Path
 from openenv_transport import _serve
 from rich.console import Console
 
-from training.evaluation import evaluate_in_process, game_settings, model_policy
-from training.trainer import load_for_inference
+from training.evaluation.scoring import evaluate_in_process, game_settings, model_policy
+from training.ppo.inference import load_for_inference
 
 console = Console()
 LANDER = Path(sys.executable).parent / "lander"

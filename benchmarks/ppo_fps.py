@@ -17,7 +17,7 @@ from pathlib import Path
 
 from rich.console import Console
 
-from training.trainer import TrainRequest, train
+from training.session.trainer import TrainRequest, train
 
 console = Console()
 

@@ -30,11 +30,11 @@ from rich.table import Table
 
 from games.duel.controllers import scripted_actions
 from games.duel.scoring import DuelSettings
-from training.evaluation import Policy, model_policy
-from training.run_paths import RunPaths
-from training.self_play import SNAPSHOT_GLOB
-from training.tiers import export_tiers
-from training.trainer import TrainRequest, load_for_inference, train
+from training.bots.tiers import export_tiers
+from training.evaluation.scoring import Policy, model_policy
+from training.ppo.inference import load_for_inference
+from training.runs.run_paths import SNAPSHOT_GLOB, RunPaths
+from training.session.trainer import TrainRequest, train
 
 console = Console()
 SETTINGS: dict[str, Any] = {

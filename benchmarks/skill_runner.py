@@ -156,8 +156,8 @@ def _clock(args: argparse.Namespace, save: Callable[[Any, Path], None]) -> Any:
 def _run_lander(args: argparse.Namespace) -> None:
     from rich.console import Console
 
-    from training.planning import TrainRequest
-    from training.session_start import begin_session
+    from training.session.planning import TrainRequest
+    from training.session.session_start import begin_session
 
     overrides = {
         "timesteps": 10**9,
@@ -173,8 +173,8 @@ def _run_lander(args: argparse.Namespace) -> None:
         request = TrainRequest(Path(root), "skill", overrides)
         quiet = Console(quiet=True)
         start = begin_session(request, quiet)  # the games start while torch loads, as in the CLI
-        from training.checkpoints import save_checkpoint
-        from training.trainer import train
+        from training.runs.checkpoints import save_checkpoint
+        from training.session.trainer import train
 
         def save(model: Any, path: Path) -> None:
             save_checkpoint(model, path, model.get_vec_normalize_env())

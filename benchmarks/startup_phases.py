@@ -33,7 +33,7 @@ from measure import free_base_port
 from rich.console import Console
 from rich.table import Table
 
-from training.session_start import SUMMARY_START, read_summary
+from training.session.session_start import SUMMARY_START, read_summary
 
 ROOT = Path(__file__).resolve().parent.parent
 LANDER = ROOT / ".venv" / "bin" / "lander"

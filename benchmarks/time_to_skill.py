@@ -46,13 +46,13 @@ from game_bridge.launcher import LaunchConfig
 from game_bridge.vec_env import GameVecEnv
 from games.lander.controllers import random_actions, reference_actions
 from games.lander.scoring import LanderSettings
-from training.evaluation import (
+from training.evaluation.scoring import (
     Policy,
     evaluate_in_process,
     evaluate_through_bridge,
     model_policy,
 )
-from training.trainer import load_for_inference
+from training.ppo.inference import load_for_inference
 
 ROOT = Path(__file__).resolve().parent.parent
 RUNNER = Path(__file__).resolve().parent / "skill_runner.py"

@@ -21,7 +21,7 @@ from game_bridge.errors import LanderError
 from game_bridge.protocol import DEFAULT_PORT
 from games import DEFAULT_GAME, game_entry
 from games.spec import PlayOptions
-from training.bots import (
+from training.bots.run_bots import (
     EvalTarget,
     bot_facts,
     bot_target,
@@ -33,13 +33,13 @@ from training.bots import (
     run_target,
 )
 from training.errors import program_name
-from training.eval_records import game_name, record_evaluation
-from training.evaluation import evaluate_in_process, game_settings, normalized_score
-from training.run_paths import InvalidRunName, RunPaths, unknown_run
-from training.run_record import RunRecord
+from training.evaluation.records import game_name, record_evaluation
+from training.evaluation.scoring import evaluate_in_process, game_settings, normalized_score
+from training.runs.run_paths import InvalidRunName, RunPaths, unknown_run
+from training.runs.run_record import RunRecord
 
 if TYPE_CHECKING:
-    from training.matches import MatchResult
+    from training.evaluation.matches import MatchResult
 
 
 def checkout_game_for(root: Path, trained: dict[str, object]) -> Path | None:
@@ -57,7 +57,7 @@ def export_and_report(
     root: Path, run: str, checkpoint: Path | None, tiers: str | None = None, games: int = 40
 ) -> None:
     """``lander export``: write the bot files and say how close they are to the model;
-    with ``tiers``, one bot per tier instead (``training.tiers``)."""
+    with ``tiers``, one bot per tier instead (``training.bots.tiers``)."""
     if checkpoint is not None and not checkpoint.is_file():
         fail(f"checkpoint {str(checkpoint)!r} does not exist")
     if tiers is not None:
@@ -102,7 +102,7 @@ def _baseline(
         fail("the reference controllers play the bundled games only: use --policy random")
     from game_bridge.launcher import LaunchConfig, game_command
     from game_bridge.vec_env import GameVecEnv
-    from training.evaluation import evaluate_through_bridge
+    from training.evaluation.scoring import evaluate_through_bridge
 
     env = GameVecEnv(
         LaunchConfig(
@@ -148,7 +148,7 @@ def evaluate_and_report(
     transport: str | None = None,
 ) -> None:
     """``lander eval``: print the one-line score and record it where this checkout may
-    write (``training.eval_records``); a record in the run's committed files is
+    write (``training.evaluation.records``); a record in the run's committed files is
     committed and pushed with the run's other files."""
     if episodes < 1:
         fail(f"--episodes must be at least 1, got {episodes}")
@@ -359,8 +359,8 @@ def _play(
     """Bot file ``first`` against ``second`` on the game (by default the first's own)."""
     from game_bridge.launcher import LaunchConfig
     from game_bridge.vec_env import GameVecEnv
-    from training.game_launch import game_launch
-    from training.matches import play_match
+    from training.envs.game_launch import game_launch
+    from training.evaluation.matches import play_match
 
     first_bot = BotRunner.from_file(first)
     second_bot = BotRunner.from_file(second)
@@ -388,7 +388,7 @@ def _play(
 def _export_tiers(paths: RunPaths, text: str, games: int) -> None:
     """``lander export RUN --tiers ...``: the graded bots, and (on a game with sides) each
     one's score against the hardest over ``games`` rounds."""
-    from training.tiers import export_tiers, parse_tiers
+    from training.bots.tiers import export_tiers, parse_tiers
 
     names = parse_tiers(text)
     record = RunRecord.load(paths.run_json) if paths.run_json.exists() else None
@@ -427,9 +427,9 @@ def ladder_and_report(root: Path, game: str, rounds: int, port: int) -> None:
     from rich.table import Table
 
     from cli.git_sync import tracked
-    from training.local_state import local_matches_path
-    from training.matches import ladder_ratings
-    from training.run_record import now_iso
+    from training.evaluation.matches import ladder_ratings
+    from training.runs.local_state import local_matches_path
+    from training.runs.run_record import now_iso
 
     bots = []
     for name in sorted(tracked(root, ["bots/*.json"]) or []):

@@ -18,11 +18,12 @@ from cli.operations import newest_run
 from cli.publishing import publish_files
 from cli.run_flow import checkout_session, git_choice, train_session
 from cli.setup import with_remembered_game
-from training.curriculum import Stage, load_plan, run_plan
-from training.planning import TrainRequest
-from training.run_paths import RunPaths, next_run_name
-from training.search_space import load_space
-from training.sweep import SweepTrials, TrialResult, run_sweep
+from training.campaigns.curriculum import Stage, load_plan, run_plan
+from training.campaigns.search_space import load_space
+from training.campaigns.sweep import run_sweep
+from training.campaigns.trials import SweepTrials, TrialResult
+from training.runs.run_paths import RunPaths, next_run_name
+from training.session.planning import TrainRequest
 
 
 def next_run(

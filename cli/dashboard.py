@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from game_bridge.errors import LanderError
-from training.local_state import read_local, write_local
+from training.runs.local_state import read_local, write_local
 
 DEFAULT_TB_HOST = "0.0.0.0"
 DEFAULT_TB_PORT = 6006

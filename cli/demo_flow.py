@@ -1,5 +1,5 @@
 """``lander record``: a demonstration file from a bot, a run or a reference controller
-playing through the real bridge (``training.recording``), in lander's own layout."""
+playing through the real bridge (``training.demos.recording``), in lander's own layout."""
 
 from __future__ import annotations
 
@@ -14,14 +14,14 @@ from game_bridge.bot_runner import BotRunner
 from game_bridge.launcher import LaunchConfig
 from games import game_entry
 from games.spec import Policy
-from training.bots import bot_facts
+from training.bots.run_bots import bot_facts
 from training.config import check_bundled_game_args
-from training.demos import write_demos
+from training.demos.files import write_demos
+from training.demos.recording import record_episodes
+from training.envs.game_launch import game_launch
 from training.errors import game_not_given
-from training.eval_records import checkout_relative, game_name
-from training.evaluation import game_settings
-from training.game_launch import game_launch
-from training.recording import record_episodes
+from training.evaluation.records import checkout_relative, game_name
+from training.evaluation.scoring import game_settings
 
 
 def _player(

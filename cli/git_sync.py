@@ -22,7 +22,7 @@ from cli.console import how
 from game_bridge.errors import LanderError
 from game_bridge.orphans import die_with_this_process
 from training.config import ConfigError
-from training.run_paths import RunPaths
+from training.runs.run_paths import RunPaths
 
 DEFAULT_NETWORK_TIMEOUT_S = 120.0
 MAX_NETWORK_TIMEOUT_S = 86_400.0

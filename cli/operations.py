@@ -43,16 +43,16 @@ from cli.tmux_sessions import (
     window_alive,
 )
 from cli.trainer_lock import holder
-from training.checkpoints import (
+from training.evaluation.records import owns_run
+from training.runs.checkpoints import (
     is_valid_checkpoint,
     normalization_path,
     policy_loads,
     rotating_checkpoints,
 )
-from training.eval_records import owns_run
-from training.local_state import read_local
-from training.run_paths import RunPaths, unknown_run
-from training.run_record import RunRecord, load_runs
+from training.runs.local_state import read_local
+from training.runs.run_paths import RunPaths, unknown_run
+from training.runs.run_record import RunRecord, load_runs
 
 
 def _session_environment(root: Path) -> dict[str, str]:

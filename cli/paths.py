@@ -1,4 +1,4 @@
-"""Where the checkout and its build outputs are (run files: ``training.run_paths``)."""
+"""Where the checkout and its build outputs are (run files: ``training.runs.run_paths``)."""
 
 from __future__ import annotations
 

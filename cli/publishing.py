@@ -13,8 +13,8 @@ import git
 
 from cli.console import console
 from cli.git_sync import PushResult, commit_paths, keep_out_of_git, kept_out_of_git, push
-from training.run_paths import RunPaths
-from training.run_record import RunRecord
+from training.runs.run_paths import RunPaths
+from training.runs.run_record import RunRecord
 
 
 def in_git(

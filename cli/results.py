@@ -1,6 +1,6 @@
 """The results every clone agrees on: evaluation records and bots that are committed.
 
-``training.eval_records`` knows where records live; this module adds what git says
+``training.evaluation.records`` knows where records live; this module adds what git says
 is committed, so that ``lander status`` prints the same champions and best
 evaluations on every machine after a pull, and a champion never names a file that
 the repository does not hold.
@@ -11,14 +11,14 @@ from __future__ import annotations
 from pathlib import Path
 
 from cli.git_sync import tracked
-from training.eval_records import (
+from training.evaluation.records import (
     EvalRecord,
     champions,
     inside_checkout,
     read_records,
     record_files,
 )
-from training.local_state import local_evaluations_path
+from training.runs.local_state import local_evaluations_path
 
 
 def committed_records(root: Path) -> list[EvalRecord]:

@@ -31,17 +31,17 @@ from cli.publishing import in_git, publish_files
 from cli.results import committed_champions
 from cli.setup import with_remembered_game
 from cli.trainer_lock import TrainerLock
-from training.bots import evaluate_target, export_run, export_sides, run_target
-from training.checkpoints import CheckpointError
+from training.bots.run_bots import evaluate_target, export_run, export_sides, run_target
 from training.errors import ExportError
-from training.eval_records import game_name, record_evaluation
-from training.planning import TrainRequest
-from training.run_paths import InvalidRunName, RunPaths
-from training.run_record import RunRecord
-from training.session_start import begin_session
+from training.evaluation.records import game_name, record_evaluation
+from training.runs.checkpoints import CheckpointError
+from training.runs.run_paths import InvalidRunName, RunPaths
+from training.runs.run_record import RunRecord
+from training.session.planning import TrainRequest
+from training.session.session_start import begin_session
 
 if TYPE_CHECKING:
-    from training.trainer import TrainOutcome
+    from training.session.trainer import TrainOutcome
 
 
 def git_choice(request: TrainRequest, flag: bool | None) -> bool:
@@ -91,7 +91,7 @@ def train_session(request: TrainRequest, use_git: bool) -> int:
     # The games start while the training stack (torch, SB3) is imported: see begin_session.
     start = begin_session(request, console)
     try:
-        from training.trainer import train
+        from training.session.trainer import train
     except BaseException:
         if start.games is not None:
             start.games.close()

@@ -16,12 +16,12 @@ from cli.publishing import in_git
 from cli.results import checkout_records, committed_champions, committed_records
 from cli.tmux_sessions import train_window_alive
 from cli.trainer_lock import holder
-from training.eval_records import EvalRecord, best_by_run, champions, inside_checkout
-from training.live_progress import LiveProgress, read_live_progress
-from training.local_state import checkout_id
-from training.ratings import LEARNER
-from training.run_paths import RunPaths
-from training.run_record import RunRecord, load_runs, placement_summary, scan_runs
+from training.evaluation.ratings import LEARNER
+from training.evaluation.records import EvalRecord, best_by_run, champions, inside_checkout
+from training.runs.live_progress import LiveProgress, read_live_progress
+from training.runs.local_state import checkout_id
+from training.runs.run_paths import RunPaths
+from training.runs.run_record import RunRecord, load_runs, placement_summary, scan_runs
 
 
 def _state(root: Path, record: RunRecord, trains_here: bool, live: LiveProgress | None) -> str:

@@ -23,8 +23,8 @@ from typing import Any
 from cli.console import console
 from cli.tmux_sessions import lander_command
 from cli.train_flags import session_argv, settings_argv
-from training.run_paths import RunPaths
-from training.run_record import RunRecord, now_iso
+from training.runs.run_paths import RunPaths
+from training.runs.run_record import RunRecord, now_iso
 
 BACKOFF_S = 10.0
 """Seconds before a restart; doubled for each start-up failure in a row, up to

@@ -17,10 +17,10 @@ from pathlib import Path
 from urllib.parse import urlparse
 
 from games.spec import GameEntry
-from training.demos import MAX_DEMO_BYTES, DemoError, load_demos
-from training.local_state import live_bot_path
-from training.run_paths import RunPaths
-from training.run_record import write_bytes_atomic
+from training.demos.files import MAX_DEMO_BYTES, DemoError, load_demos
+from training.runs.local_state import live_bot_path
+from training.runs.run_paths import RunPaths
+from training.runs.run_record import write_bytes_atomic
 
 _KINDS = {
     ".html": "text/html; charset=utf-8",

@@ -152,7 +152,7 @@ def conv2d(
 
 
 CENTROID_EPSILON = 1e-3
-"""Added to a map's mass before its centroid is taken (training/camera_policy.py)."""
+"""Added to a map's mass before its centroid is taken (training/ppo/camera_policy.py)."""
 
 
 def centroids(x: np.ndarray) -> np.ndarray:

@@ -1,7 +1,7 @@
 """Frame stacking of camera keys: each agent's last N frames, joined along the channel
 axis, oldest first, so a policy sees motion a single frame cannot show.
 
-One class serves the trainer's VecEnv wrapper (``training.environments.CameraFrameStack``)
+One class serves the trainer's VecEnv wrapper (``training.envs.environments.CameraFrameStack``)
 and every player of a bot or model (``lander play``, ``lander eval``, a game's ``--bot``),
 so a stacked policy sees in play exactly what it saw in training. At an episode's first step
 the stack holds N copies of its first frame (gymnasium's ``FrameStackObservation`` with

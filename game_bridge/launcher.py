@@ -14,7 +14,7 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from game_bridge import TRANSPORTS, protocol
 from game_bridge.errors import BridgeError, Interrupted, LaunchError, PortInUse
@@ -23,8 +23,25 @@ from game_bridge.openenv_instance import OpenEnvInstance
 from game_bridge.spaces import EnvInfo, parse_env_info
 from game_bridge.stdio_instance import StdioInstance
 
-if TYPE_CHECKING:
-    from game_bridge.cluster import GameCluster
+
+class GamePlacement(Protocol):
+    """Where a run's games run when not here: a Ray cluster's nodes
+    (:class:`game_bridge.cluster.GameCluster`), each game relayed to a port of this trainer."""
+
+    address: str
+    listen_host: str
+
+    def instance(
+        self, index: int, port: int, read_timeout: float, max_frame_bytes: int
+    ) -> GameInstance:
+        """The trainer's side of instance ``index``."""
+
+    def start(self, instance: GameInstance, config: LaunchConfig, output: Path) -> None:
+        """Launch ``instance``'s game on a node."""
+
+    def describe(self, timeout: float = 5.0) -> list[dict[str, Any]]:
+        """Where each instance runs (for run.json)."""
+
 
 _PORT_TRIES = 20
 
@@ -88,7 +105,7 @@ class LaunchConfig:
     fast_wire: bool = False
     fork_main: str | None = None
     moved_ports: dict[int, int] = field(default_factory=dict)
-    cluster: GameCluster | None = None
+    cluster: GamePlacement | None = None
     transport: str = "tcp"
     game_url: str | None = None
     max_episode_steps: int = 1000

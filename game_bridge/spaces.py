@@ -235,7 +235,7 @@ class EnvInfo(AgentLayout):
     ``shared_policy``). A game whose sides (policy names) declare their own spaces has
     :attr:`sides`, and then :attr:`observations` and :attr:`actions` describe the padded
     batch the bridge moves (each agent's vector in the first columns of one
-    :data:`PADDED_KEY` row, zeros after), which :mod:`training.self_play` cuts per side.
+    :data:`PADDED_KEY` row, zeros after), which ``training/envs/sides.py`` cuts per side.
     """
 
     n_agents: int

@@ -24,8 +24,8 @@ from tests.conftest import (
     train_briefly,
 )
 from tests.plugin_decode import PluginInference
-from training.evaluation import model_policy
-from training.trainer import load_for_inference
+from training.evaluation.scoring import model_policy
+from training.ppo.inference import load_for_inference
 
 
 def _centre(channel: np.ndarray) -> tuple[float, float]:

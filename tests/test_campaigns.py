@@ -11,9 +11,9 @@ import pytest
 
 from cli.results import committed_champions
 from tests.conftest import REPO_ROOT, SMALL, git, lander
+from training.campaigns.search_space import DEFAULT_SPACE, load_space
 from training.config import TrainConfig
-from training.run_record import RunRecord
-from training.search_space import DEFAULT_SPACE, load_space
+from training.runs.run_record import RunRecord
 
 
 def test_sweep_runs_trials_adds_more_when_run_again_and_names_the_champion(

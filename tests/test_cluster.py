@@ -18,10 +18,10 @@ import pytest
 from game_bridge.cluster import ClusterError, Node, RelayedInstance, plan_placement
 from game_bridge.relay import PREAMBLE
 from tests.conftest import GIT_IDENTITY, LANDER, SMALL, git, lander, wait_until
-from training.eval_records import owns_run
-from training.run_paths import RunPaths
-from training.run_record import RunRecord
-from training.trainer import TrainRequest, plan_training
+from training.evaluation.records import owns_run
+from training.runs.run_paths import RunPaths
+from training.runs.run_record import RunRecord
+from training.session.trainer import TrainRequest, plan_training
 
 ray = pytest.importorskip(
     "ray", reason="Ray is not installed: ./lander setup --cluster installs it"

@@ -15,8 +15,8 @@ import pytest
 from gymnasium import spaces
 
 from tests.conftest import lander
-from training.demos import DemoError, check_demos, load_demos
-from training.run_record import RunRecord
+from training.demos.files import DemoError, check_demos, load_demos
+from training.runs.run_record import RunRecord
 
 SMALL = ["--n-parallel", "2", "--agents-per-instance", "4", "--n-steps", "256"]
 

@@ -22,17 +22,17 @@ from stable_baselines3.common.vec_env import VecNormalize
 from cli.results import committed_champions
 from game_bridge.bot_runner import BotFormatError, BotRunner
 from tests.conftest import LANDER, lander
-from training import export as export_module
-from training.bots import bot_target, evaluate_target, run_target
+from training.bots import export as export_module
+from training.bots.export import ExportError, decisive, export_policy
+from training.bots.run_bots import bot_target, evaluate_target, run_target
 from training.config import TrainConfig
-from training.environments import make_vec_env
-from training.eval_records import EvalRecord, champions, read_records, record_evaluation
-from training.evaluation import EvalResult, evaluate_in_process
-from training.export import ExportError, decisive, export_policy
-from training.local_state import checkout_id
-from training.run_paths import RunPaths
-from training.run_record import RunRecord
-from training.trainer import TrainRequest, train
+from training.envs.environments import make_vec_env
+from training.evaluation.records import EvalRecord, champions, read_records, record_evaluation
+from training.evaluation.scoring import EvalResult, evaluate_in_process
+from training.runs.local_state import checkout_id
+from training.runs.run_paths import RunPaths
+from training.runs.run_record import RunRecord
+from training.session.trainer import TrainRequest, train
 
 QUIET = Console(file=open(os.devnull, "w"))  # noqa: SIM115 (lives for the whole module)
 
@@ -202,7 +202,7 @@ def test_trained_run_exports_a_bot_that_scores_as_its_checkpoint(
     }
     train(TrainRequest(tmp_path, "scored", overrides), QUIET)
     checkpoint = run_target(RunPaths(tmp_path, "scored"))  # no bot yet: the checkpoint itself
-    from training.bots import export_run
+    from training.bots.run_bots import export_run
 
     export_run(RunPaths(tmp_path, "scored"))
     bot = bot_target(tmp_path / "bots" / "scored.json")

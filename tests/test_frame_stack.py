@@ -20,8 +20,8 @@ from games.lander.physics import LanderPhysics
 from tests.conftest import lander, lander_games
 from tests.plugin_decode import PluginInference
 from training.config import ConfigError, TrainConfig
-from training.environments import CameraFrameStack
-from training.trainer import load_for_inference
+from training.envs.environments import CameraFrameStack
+from training.ppo.inference import load_for_inference
 
 
 def _frames(*values: int) -> np.ndarray:

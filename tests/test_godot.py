@@ -19,7 +19,7 @@ from game_bridge.bot_runner import BotRunner
 from game_bridge.launcher import LaunchConfig
 from game_bridge.vec_env import GameVecEnv
 from tests.conftest import REPO_ROOT, lander, wait_until
-from training.run_record import RunRecord, write_json_atomic
+from training.runs.run_record import RunRecord, write_json_atomic
 
 GODOT_GAME = REPO_ROOT / "examples" / "godot_lander" / "lander.x86_64"
 pytestmark = pytest.mark.skipif(

@@ -114,8 +114,8 @@ def test_a_game_gymnasium_cannot_serve_is_one_line(
 
 
 def test_the_export_proves_parity_on_observations_the_run_saw(tmp_path: Path) -> None:
-    from training.export import _parity_observations
-    from training.trainer import load_for_inference
+    from training.bots.export import _parity_observations
+    from training.ppo.inference import load_for_inference
 
     trained = lander(
         tmp_path, "train", "moon", "--game", "gym:LunarLander-v3", "--timesteps", "8192",

@@ -16,7 +16,7 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 from cli.tmux_sessions import session_name, window_alive
 from tests.conftest import find_free_port_block, lander, start_small, trainer_pids, wait_until
 from training.config import TrainConfig
-from training.health import HealthMonitor, RolloutStats
+from training.session.health import HealthMonitor, RolloutStats
 
 
 def feed(monitor: HealthMonitor, rollouts: list[RolloutStats]) -> list[list[str]]:

@@ -36,9 +36,9 @@ from tests.conftest import (
     python_game,
     wait_until,
 )
-from training.checkpoints import find_resume_point
-from training.run_record import RunRecord
-from training.trainer import TrainRequest, train
+from training.runs.checkpoints import find_resume_point
+from training.runs.run_record import RunRecord
+from training.session.trainer import TrainRequest, train
 
 QUIET = Console(file=open(os.devnull, "w"))  # noqa: SIM115 (lives for the whole module)
 

@@ -19,8 +19,8 @@ from stable_baselines3 import PPO
 from stable_baselines3.common.callbacks import BaseCallback
 from stable_baselines3.common.vec_env import DummyVecEnv
 
-from training.lean_adam import LeanAdam, UnsupportedAdamSetting
-from training.lean_ppo import LeanPPO
+from training.ppo.lean_adam import LeanAdam, UnsupportedAdamSetting
+from training.ppo.lean_ppo import LeanPPO
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -191,8 +191,9 @@ def test_a_run_never_imports_torch_dynamo(tmp_path: Path) -> None:
         "import sys\n"
         "from pathlib import Path\n"
         "from training.config import TrainConfig\n"
-        "from training.environments import make_vec_env\n"
-        "from training.trainer import _build_model, load_for_inference\n"
+        "from training.envs.environments import make_vec_env\n"
+        "from training.ppo.inference import load_for_inference\n"
+        "from training.session.trainer import _build_model\n"
         "config = TrainConfig(in_process=True, n_parallel=1, agents_per_instance=2, n_steps=32)\n"
         "env = make_vec_env(config)\n"
         "model = _build_model(config, env, None, None)\n"
@@ -271,8 +272,8 @@ def test_async_log_probs_are_the_behaviour_policys() -> None:
 def test_minibatches_fit_every_rollout(recwarn: pytest.WarningsRecorder) -> None:
     """A game with few agents gets whole minibatches and no truncated-minibatch warning."""
     from training.config import TrainConfig
-    from training.environments import make_vec_env
-    from training.trainer import _build_model
+    from training.envs.environments import make_vec_env
+    from training.session.trainer import _build_model
 
     config = TrainConfig(in_process=True, n_parallel=2, agents_per_instance=2, n_steps=48)
     env = make_vec_env(config)
@@ -289,7 +290,7 @@ def _resume_fixture(tmp_path: Path, fixture: str, run: str, port: int) -> tuple[
     games: (the saved model, the resumed one)."""
     from rich.console import Console
 
-    from training.trainer import TrainRequest, train
+    from training.session.trainer import TrainRequest, train
 
     shutil.copytree(ROOT / "tests" / "fixtures" / fixture, tmp_path, dirs_exist_ok=True)
     saved = PPO.load(tmp_path / "checkpoints" / run / "final.zip", device="cpu")

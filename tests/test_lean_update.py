@@ -1,4 +1,4 @@
-"""The numpy PPO update (training/lean_update.py) against SB3's own ``PPO.train``: the
+"""The numpy PPO update (training/ppo/lean_update.py) against SB3's own ``PPO.train``: the
 same rollout and the same permutations must leave the same weights, Adam moments and
 logged statistics, for every option PPO's loss has."""
 
@@ -14,9 +14,9 @@ import torch
 from stable_baselines3 import PPO
 from stable_baselines3.common.vec_env import DummyVecEnv
 
-from training.lean_adam import LeanAdam
-from training.lean_ppo import LeanPPO
-from training.lean_update import lean_update_fits
+from training.ppo.lean_adam import LeanAdam
+from training.ppo.lean_ppo import LeanPPO
+from training.ppo.lean_update import lean_update_fits
 
 
 class _Noisy(gymnasium.Env[np.ndarray, Any]):
@@ -114,7 +114,7 @@ SETTINGS = {
 @pytest.mark.parametrize("settings", list(SETTINGS.values()), ids=list(SETTINGS))
 def test_the_numpy_update_is_sb3s_update(discrete: bool, settings: dict[str, Any]) -> None:
     model = _model(discrete, **settings)
-    assert lean_update_fits(model)
+    assert lean_update_fits(model, model.lean_rollouts())
     ours, our_moments, our_log, theirs, their_moments, their_log = _update_both_ways(model)
     for name, reference in theirs.items():
         torch.testing.assert_close(ours[name], reference, rtol=1e-4, atol=2e-6, msg=name)
@@ -192,9 +192,9 @@ def test_other_policies_take_sb3s_update() -> None:
     """An activation the numpy update does not write out, or torch's own Adam, leaves
     the update to SB3."""
     elu = _model(False, policy_kwargs={"activation_fn": torch.nn.ELU})
-    assert not lean_update_fits(elu)
+    assert not lean_update_fits(elu, elu.lean_rollouts())
     adam = _model(False, policy_kwargs={"optimizer_class": torch.optim.Adam})
-    assert not lean_update_fits(adam)
+    assert not lean_update_fits(adam, adam.lean_rollouts())
     assert isinstance(_model(False).policy.optimizer, LeanAdam)
     before = copy.deepcopy(elu.policy.state_dict())
     elu.train()
@@ -213,7 +213,7 @@ def test_the_adaptive_step_size_follows_each_minibatchs_kl() -> None:
     """rsl_rl's rule: over twice the desired KL the step shrinks 1.5x, under half it grows
     1.5x, within its bounds; the update applies it minibatch by minibatch, the SB3 update
     (another policy) once per rollout, and logs where it is."""
-    from training.lean_ppo import MAX_ADAPTIVE_LR, MIN_ADAPTIVE_LR
+    from training.ppo.lean_ppo import MAX_ADAPTIVE_LR, MIN_ADAPTIVE_LR
 
     model = _model(discrete=False)
     model.desired_kl = 0.01  # the update's KLs here are far above: its steps shrink
@@ -262,10 +262,10 @@ def test_the_adaptive_step_size_follows_each_minibatchs_kl() -> None:
 
 def _sb3_update(model: LeanPPO) -> None:
     """LeanPPO's update by SB3's own path (as for a policy numpy does not write out)."""
-    import training.lean_ppo as lean_ppo
+    import training.ppo.lean_ppo as lean_ppo
 
     fits = lean_ppo.lean_update_fits
-    lean_ppo.lean_update_fits = lambda _model: False  # type: ignore[assignment]
+    lean_ppo.lean_update_fits = lambda _model, _lean: False  # type: ignore[assignment]
     try:
         LeanPPO.train(model)
     finally:
@@ -276,7 +276,7 @@ def test_each_session_takes_its_adaptive_kl_and_starts_from_its_learning_rate() 
     """A resume is where a user turns the adaptive step on (a long run that collapses) or
     off, and where it starts again from --learning-rate."""
     from training.config import TrainConfig
-    from training.trainer import _with_collector
+    from training.session.trainer import _with_collector
 
     model = _model(discrete=True)
     model.adaptive_lr = 1e-4

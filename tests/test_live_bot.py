@@ -11,8 +11,8 @@ from typing import Any
 
 from game_bridge.bot_runner import BotRunner
 from tests.conftest import lander
-from training.callbacks import PublishBot
-from training.local_state import live_bot_path
+from training.runs.local_state import live_bot_path
+from training.session.callbacks import PublishBot
 
 
 def test_a_reader_hammering_the_published_bot_never_reads_half_of_one(tmp_path: Path) -> None:

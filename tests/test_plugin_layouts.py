@@ -21,8 +21,8 @@ from game_bridge.bot_runner import BotRunner
 from game_bridge.spaces import ActionCodec, ActionEntry
 from tests.conftest import REPO_ROOT, git, godot_style, lander, train_briefly
 from tests.plugin_decode import PluginInference
+from training.bots.export import MAX_IR_VERSION, ONNX_OPSET, OnnxLayout, export_policy
 from training.errors import ExportError
-from training.export import MAX_IR_VERSION, ONNX_OPSET, OnnxLayout, export_policy
 
 LAYOUTS = {
     "continuous": [("move", 2, "continuous")],

@@ -44,10 +44,10 @@ from tests.conftest import (
     lander,
     wait_until,
 )
-from training import run_record
 from training.config import TrainConfig
-from training.run_record import RunRecord
-from training.trainer import TrainRequest, train
+from training.runs import run_record
+from training.runs.run_record import RunRecord
+from training.session.trainer import TrainRequest, train
 
 QUIET = Console(file=open(os.devnull, "w"))  # noqa: SIM115 (lives for the whole module)
 

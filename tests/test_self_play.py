@@ -16,8 +16,8 @@ from games import launch_settings
 from games.duel.world import DuelWorld
 from games.lander.physics import HULL
 from tests.conftest import find_free_port_block, git, lander, tensorboard_steps
-from training.matches import MatchResult
-from training.ratings import ELO_K, elo_difference, expected_score, round_score
+from training.evaluation.matches import MatchResult
+from training.evaluation.ratings import ELO_K, elo_difference, expected_score, round_score
 
 SMALL_DUEL = [
     "--game", "duel", "--n-parallel", "2", "--agents-per-instance", "4", "--n-steps", "128",
@@ -178,7 +178,7 @@ def test_self_play_on_a_game_with_one_side_is_one_line_and_leaves_nothing(tmp_pa
 
 
 def test_tiers_are_spread_by_rating_from_the_weakest_to_the_final_model() -> None:
-    from training.tiers import Candidate, pick
+    from training.bots.tiers import Candidate, pick
 
     ratings = [("s0", 1019.0), ("s1", 1600.0), ("s2", 1700.0), ("s3", 1900.0), ("final", 1931.0)]
     found = [Candidate(name, Path(name), rating) for name, rating in ratings]

@@ -13,11 +13,11 @@ import typer
 from typer.testing import CliRunner
 
 from cli import run_flow
-from cli.app import TUNED, app
+from cli.app import app
 from cli.train_flags import option_name
 from games import DEFAULT_GAME, game_entry
-from training.config import TrainConfig
-from training.trainer import TrainRequest, plan_training
+from training.config import TUNED, TrainConfig
+from training.session.trainer import TrainRequest, plan_training
 
 DECLARED = {option_name(item.name) for item in fields(TrainConfig)}
 EXCLUDED = {"sweep": {"push_every"}, "tune": set(TUNED)}

@@ -24,7 +24,7 @@ from cli.git_sync import push
 from cli.results import committed_champions
 from cli.status_table import champion_lines, status_table
 from tests.conftest import GIT_IDENTITY, REPO_ROOT, find_free_port_block, git, wait_until
-from training.run_record import RunRecord
+from training.runs.run_record import RunRecord
 
 TINY = """
 timesteps = 256

@@ -21,7 +21,7 @@ from games import launch_settings
 from games.duel.chase import HUNTER_OBS, PREY_OBS, ChaseWorld
 from games.duel.client import ChaseGame
 from tests.conftest import find_free_port_block, lander
-from training.run_paths import RunPaths
+from training.runs.run_paths import RunPaths
 
 CHASE = ["--game", "duel", "--game-arg", "mode=chase"]
 SMALL_CHASE = [

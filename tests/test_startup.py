@@ -9,7 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from tests.conftest import REPO_ROOT, lander
-from training.session_start import SUMMARY_START, read_summary
+from training.session.session_start import SUMMARY_START, read_summary
 
 
 def test_verbose_run_reports_its_start_up_phases_in_order(
@@ -54,8 +54,8 @@ def test_the_games_start_before_torch_is_imported(
 import sys
 from pathlib import Path
 from rich.console import Console
-from training.planning import TrainRequest
-from training.session_start import begin_session
+from training.session.planning import TrainRequest
+from training.session.session_start import begin_session
 request = TrainRequest(Path({str(tmp_path)!r}), "early", {{"n_parallel": 2, "port": {port}}})
 start = begin_session(request, Console(quiet=True))
 print("torch loaded" if "torch" in sys.modules else "no torch")

@@ -25,14 +25,15 @@ from tests.conftest import (
     tensorboard_steps,
     wait_until,
 )
-from training.callbacks import ProgressReport
-from training.checkpoints import CheckpointError, rotating_checkpoints
 from training.config import ConfigError
-from training.evaluation import evaluate_in_process, model_policy
-from training.live_progress import read_live_progress
-from training.policy_tweaks import PolicyTweakError, reset_action_std
-from training.run_record import RunRecord
-from training.trainer import RunExists, TrainRequest, load_for_inference, train
+from training.evaluation.scoring import evaluate_in_process, model_policy
+from training.ppo.inference import load_for_inference
+from training.ppo.policy_tweaks import PolicyTweakError, reset_action_std
+from training.runs.checkpoints import CheckpointError, rotating_checkpoints
+from training.runs.live_progress import read_live_progress
+from training.runs.run_record import RunRecord
+from training.session.callbacks import ProgressReport
+from training.session.trainer import RunExists, TrainRequest, train
 
 QUIET = Console(file=open(os.devnull, "w"))  # noqa: SIM115 (lives for the whole module)
 
@@ -357,7 +358,7 @@ def test_a_stale_final_loses_to_a_newer_checkpoint(
 ) -> None:
     import shutil
 
-    from training.checkpoints import find_resume_point
+    from training.runs.checkpoints import find_resume_point
 
     port = port_block(2)
     train(TrainRequest(tmp_path, "stale", small_run(port)), QUIET)
@@ -378,7 +379,7 @@ class _WireSeen(BaseCallback):
         self.binary: bool | None = None
 
     def _on_training_start(self) -> None:
-        from training.environments import game_env_of
+        from training.envs.environments import game_env_of
 
         game = game_env_of(self.training_env)
         self.binary = None if game is None else game.binary

@@ -21,8 +21,8 @@ import pytest
 from game_bridge.bot_runner import BotRunner
 from games.lander.physics import LanderPhysics
 from tests.conftest import GIT_IDENTITY, LANDER, find_free_port_block, lander, wait_until
-from training.local_state import live_bot_path
-from training.run_record import write_bytes_atomic, write_json_atomic
+from training.runs.local_state import live_bot_path
+from training.runs.run_record import write_bytes_atomic, write_json_atomic
 
 sync_api = pytest.importorskip("playwright.sync_api", reason="Playwright is not installed")
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"

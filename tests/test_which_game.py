@@ -8,8 +8,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 from tests.conftest import godot_style, lander, train_briefly
-from training.run_paths import RunPaths
-from training.run_record import RunRecord
+from training.runs.run_paths import RunPaths
+from training.runs.run_record import RunRecord
 
 
 def test_random_policy_on_a_game_binary_plays_that_game(

@@ -31,7 +31,7 @@ from games import (
 )
 
 CAMERA_ENCODERS = ("centroids", "nature")
-"""What ``--camera-encoder`` may name (training/camera_policy.py)."""
+"""What ``--camera-encoder`` may name (training/ppo/camera_policy.py)."""
 
 
 class ConfigError(LanderError, ValueError):
@@ -382,7 +382,7 @@ class TrainConfig:
         low=0,
         panel="Run",
     )
-    # -- health (training/health.py; docs/operations.md "When a run goes wrong") -----
+    # -- health (training/session/health.py; docs/operations.md "When a run goes wrong") -----
     health_std_low: float = setting(
         0.1,
         help="Action std below this for --health-rollouts rollouts: collapsed.",

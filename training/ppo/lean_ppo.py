@@ -1,0 +1,502 @@
+"""SB3's PPO with a lean rollout loop and its update in numpy; checkpoints and resume stay SB3's.
+
+SB3's ``collect_rollouts`` spends more Python per vectorised step than the forward pass
+costs: a distribution object per step, a loop over every env for infos and another for
+truncations (each truncated episode its own forward pass), copies into the rollout
+buffer. :class:`LeanPPO` replaces that loop (as sb3-contrib's MaskablePPO does) for the
+policies lander builds (a flat Box observation, Box or Discrete actions, no gSDE):
+
+- one forward for all envs: features, both heads, then the Gaussian's sample and
+  log-probability from the noise itself (no ``torch.distributions`` object), in numpy
+  over the policy's own weights where ``training/ppo/numpy_policy.py`` writes the policy out
+  (50 against 175 us a step for 32 envs here), else in torch;
+- the rollout buffer's arrays written in place;
+- truncated episodes bootstrapped in one batched value pass, their indices found in
+  numpy; the episode statistics read only from the envs that finished.
+
+Callbacks see what SB3's loop gives them: ``on_step`` after every vectorised step,
+``self.locals`` with ``new_obs``, ``rewards``, ``dones`` and ``infos``. Any other policy
+takes SB3's own loop. :meth:`LeanPPO.train` is SB3's update, computed by
+``training/ppo/lean_update.py`` for those policies (the same minibatches and arithmetic,
+a third of the time) and by SB3 for any other. The class saves plain PPO zips (``PPO.load`` reads them, and
+:meth:`LeanPPO.load` reads any PPO zip), and builds its policy with
+:class:`~training.ppo.lean_adam.LeanAdam` in place of ``torch.optim.Adam`` without putting
+that in the saved ``policy_kwargs``.
+"""
+
+from __future__ import annotations
+
+import copy
+import functools
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import numpy as np
+import torch
+from gymnasium import spaces
+from stable_baselines3 import PPO
+from stable_baselines3.common.buffers import RolloutBuffer
+from stable_baselines3.common.callbacks import BaseCallback
+from stable_baselines3.common.policies import ActorCriticPolicy
+from stable_baselines3.common.torch_layers import FlattenExtractor
+from stable_baselines3.common.vec_env import VecEnv
+
+from training.ppo.lean_adam import LeanAdam
+from training.ppo.lean_update import lean_train, lean_update_fits
+from training.ppo.numpy_policy import HALF_LOG_2PI, NumpyActor, numpy_fits
+
+MIN_ADAPTIVE_LR, MAX_ADAPTIVE_LR = 1e-5, 1e-2
+"""The bounds of the adaptive step size (rsl_rl's)."""
+
+
+class LeanPPO(PPO):
+    """PPO whose rollouts are collected by :meth:`collect_rollouts` below."""
+
+    def _setup_model(self) -> None:
+        """SB3's set-up with LeanAdam as the policy's optimizer, unless one was chosen;
+        the saved ``policy_kwargs`` stay as given, so the zip is a plain PPO zip."""
+        given = self.policy_kwargs
+        if "optimizer_class" not in given:
+            # SB3 gives torch's Adam eps=1e-5 when no optimizer_kwargs are set; so must
+            # its stand-in, or the update is not SB3's.
+            self.policy_kwargs = {
+                "optimizer_kwargs": {"eps": 1e-5},
+                **given,
+                "optimizer_class": LeanAdam,
+            }
+        try:
+            super()._setup_model()
+        finally:
+            self.policy_kwargs = given
+        if self.lean_rollouts():
+            # The update's forward pass with the distribution written out: the same
+            # numbers as ActorCriticPolicy.evaluate_actions (tests/test_lean_ppo.py) for a
+            # sixth less of the update's time; an instance attribute, so the saved
+            # policy is SB3's own.
+            self.policy.evaluate_actions = functools.partial(  # type: ignore[method-assign]
+                _evaluate_actions, self.policy, self.action_space
+            )
+
+    def train(self) -> None:
+        """SB3's update: by :func:`~training.ppo.lean_update.lean_train` (the same arithmetic
+        in numpy, in far fewer ops) for the MLP policies lander builds, else by SB3 (the
+        adaptive step size then follows the update's mean KL, once per rollout)."""
+        if lean_update_fits(self, self.lean_rollouts()):
+            lean_train(self, self.adapt_learning_rate if self.desired_kl is not None else None)
+        else:
+            super().train()
+            if self.desired_kl is not None:
+                self.adapt_learning_rate(float(self.logger.name_to_value["train/approx_kl"]))
+
+    # -- the adaptive step size (--adaptive-kl) ------------------------------------------
+
+    desired_kl: float | None = None
+    """The KL an update aims at, each minibatch's step size adapted to it; None: the
+    learning rate's own schedule (a constant, as SB3's)."""
+    adaptive_lr: float | None = None
+    """The step size the KL has led to so far (None: not begun; starts at the learning
+    rate, as a resumed session does: a resume is where a user sets a new one)."""
+
+    def adapt_learning_rate(self, kl: float) -> None:
+        """rsl_rl's rule: a minibatch whose KL from the rollout's policy is over twice the
+        desired one makes the step 1.5 times smaller, one under half makes it 1.5 times
+        larger, within [:data:`MIN_ADAPTIVE_LR`, the learning rate] (rsl_rl lets it grow to
+        :data:`MAX_ADAPTIVE_LR`: measured here, a step past lander's large one lost more
+        than it won)."""
+        assert self.desired_kl is not None
+        start = self.learning_rate_now()
+        lr = self.adaptive_lr if self.adaptive_lr is not None else start
+        if kl > 2.0 * self.desired_kl:
+            lr = max(lr / 1.5, MIN_ADAPTIVE_LR)
+        elif 0.0 < kl < 0.5 * self.desired_kl:
+            lr = min(lr * 1.5, start, MAX_ADAPTIVE_LR)
+        self.adaptive_lr = lr
+        for group in self.policy.optimizer.param_groups:
+            group["lr"] = lr
+
+    def learning_rate_now(self) -> float:
+        """The learning rate's schedule at this point of the run."""
+        return float(self.lr_schedule(self._current_progress_remaining))
+
+    def _update_learning_rate(
+        self, optimizers: list[torch.optim.Optimizer] | torch.optim.Optimizer
+    ) -> None:
+        """SB3's schedule, or the adaptive step size where there is one."""
+        if self.desired_kl is None:
+            super()._update_learning_rate(optimizers)
+            return
+        if self.adaptive_lr is None:
+            self.adaptive_lr = self.learning_rate_now()
+        self.logger.record("train/learning_rate", self.adaptive_lr)
+        for optimizer in optimizers if isinstance(optimizers, list) else [optimizers]:
+            for group in optimizer.param_groups:
+                group["lr"] = self.adaptive_lr
+
+    def lean_rollouts(self) -> bool:
+        """True when this model's policy is one the lean loop reproduces exactly."""
+        policy = self.policy
+        return (
+            type(policy) is ActorCriticPolicy
+            and isinstance(policy.features_extractor, FlattenExtractor)
+            and isinstance(self.observation_space, spaces.Box)
+            and len(self.observation_space.shape) == 1
+            and isinstance(self.action_space, spaces.Box | spaces.Discrete)
+            and not self.use_sde
+            and not policy.squash_output
+            and type(self.rollout_buffer) is RolloutBuffer
+        )
+
+    def collect_rollouts(
+        self,
+        env: VecEnv,
+        callback: BaseCallback,
+        rollout_buffer: RolloutBuffer,
+        n_rollout_steps: int,
+    ) -> bool:
+        """Fill ``rollout_buffer`` with ``n_rollout_steps`` steps of every env.
+
+        :return: False when a callback stopped training mid-rollout, as in SB3.
+        """
+        if not self.lean_rollouts():
+            return super().collect_rollouts(env, callback, rollout_buffer, n_rollout_steps)
+        if self.asynchronous:
+            return self._collect_ahead(env, callback, rollout_buffer, n_rollout_steps)
+        self.policy.set_training_mode(False)
+        callback.on_rollout_start()
+
+        def step_done(rewards: np.ndarray, dones: np.ndarray, infos: list[dict[str, Any]]) -> bool:
+            return self._count_step(env, callback, rewards, dones, infos)
+
+        played = _play(self, self.policy, env, rollout_buffer, n_rollout_steps, step_done)
+        self._last_obs, self._last_episode_starts = played.obs, played.dones
+        if not played.whole:
+            return False
+        self._end_rollout(callback, rollout_buffer, played)
+        return True
+
+    def _count_step(
+        self,
+        env: VecEnv,
+        callback: BaseCallback,
+        rewards: np.ndarray,
+        dones: np.ndarray,
+        infos: list[dict[str, Any]],
+    ) -> bool:
+        """What SB3's loop does after each vectorised step: count it, let the callbacks
+        see it (``False`` stops), keep the finished episodes' statistics."""
+        self.num_timesteps += env.num_envs
+        callback.update_locals({"rewards": rewards, "dones": dones, "infos": infos})
+        if not callback.on_step():
+            return False
+        finished = np.flatnonzero(dones)
+        if finished.size:
+            self._update_info_buffer([infos[i] for i in finished], np.ones(finished.size, bool))
+        return True
+
+    def _end_rollout(
+        self, callback: BaseCallback, rollout_buffer: RolloutBuffer, played: _Played
+    ) -> None:
+        rollout_buffer.compute_returns_and_advantage(
+            last_values=torch.as_tensor(played.last_values), dones=played.dones
+        )
+        callback.on_rollout_end()
+
+    # -- asynchronous: the next rollout collected while the update runs ----------------
+
+    asynchronous = False
+    """Collect each rollout while the previous update runs (``--collector async``)."""
+
+    def _collect_ahead(
+        self,
+        env: VecEnv,
+        callback: BaseCallback,
+        rollout_buffer: RolloutBuffer,
+        n_rollout_steps: int,
+    ) -> bool:
+        """The rollout collected ahead (during the last update, by a copy of the policy
+        from before it; the first one here and now), its steps then shown to the
+        callbacks in order; then the next one begins in a thread, played by a copy of
+        the policy as it is now, while PPO updates this one."""
+        self.policy.set_training_mode(False)
+        ahead, self._ahead = self._ahead, None
+        if ahead is None:
+            ahead = _Ahead(self, self._behaviour(), env, rollout_buffer, n_rollout_steps)
+        played = ahead.result()
+        self._last_obs, self._last_episode_starts = played.obs, played.dones
+        if ahead.storage is not rollout_buffer:
+            _copy_rollout(ahead.storage, rollout_buffer)
+        callback.on_rollout_start()
+        for rewards, dones, infos in played.steps:
+            if not self._count_step(env, callback, rewards, dones, infos):
+                return False
+        if not played.whole:
+            return False
+        self._end_rollout(callback, rollout_buffer, played)
+        spare = self._spare or copy.deepcopy(rollout_buffer)
+        self._spare = spare
+        self._ahead = _Ahead(self, self._behaviour(), env, spare, n_rollout_steps)
+        return True
+
+    _ahead: _Ahead | None = None
+    _spare: RolloutBuffer | None = None
+    _playing: ActorCriticPolicy | None = None
+
+    def _behaviour(self) -> ActorCriticPolicy:
+        """The policy that plays the next rollout ahead: a second policy of the same
+        build, given the learning policy's weights as they are now."""
+        if self._playing is None:
+            kwargs = {**self.policy_kwargs, "optimizer_class": LeanAdam}
+            self._playing = self.policy_class(  # type: ignore[assignment]
+                self.observation_space, self.action_space, self.lr_schedule, **kwargs
+            ).to(self.device)
+            assert self._playing is not None
+            self._playing.set_training_mode(False)
+        self._playing.load_state_dict(self.policy.state_dict())
+        return self._playing
+
+    def finish_ahead(self) -> None:
+        """Stop the rollout being collected ahead and take up the games where it left
+        them (its steps are dropped): at the end of ``learn``, whatever ended it."""
+        ahead, self._ahead = self._ahead, None
+        if ahead is None:
+            return
+        ahead.stop.set()
+        try:
+            played = ahead.result()
+        except Exception:  # the run is ending already; the games' fault was or will be told
+            return
+        self._last_obs, self._last_episode_starts = played.obs, played.dones
+
+    def learn(self, *args: Any, **kwargs: Any) -> LeanPPO:
+        """SB3's ``learn``; a rollout still being collected ahead stops at its end."""
+        try:
+            super().learn(*args, **kwargs)
+        finally:
+            self.finish_ahead()
+        return self
+
+    def _excluded_save_params(self) -> list[str]:
+        """The rollout played ahead, its buffer, its policy and the mode stay out of the
+        zip, which stays a plain PPO zip."""
+        return [
+            *super()._excluded_save_params(),
+            "_ahead",
+            "_spare",
+            "_playing",
+            "asynchronous",
+            "desired_kl",
+            "adaptive_lr",
+        ]
+
+
+@dataclass
+class _Played:
+    """What one rollout's play left: where the games are, the values to bootstrap the
+    rollout's end from, whether all its steps were played, and (played ahead) each
+    step's rewards, dones and infos for the callbacks."""
+
+    obs: np.ndarray
+    dones: np.ndarray
+    last_values: np.ndarray
+    whole: bool
+    steps: list[tuple[np.ndarray, np.ndarray, list[dict[str, Any]]]] = field(default_factory=list)
+
+
+StepDone = Callable[[np.ndarray, np.ndarray, list[dict[str, Any]]], bool]
+
+
+def _play(
+    model: LeanPPO,
+    policy: ActorCriticPolicy,
+    env: VecEnv,
+    storage: RolloutBuffer,
+    n_steps: int,
+    step_done: StepDone,
+    stop: threading.Event | None = None,
+) -> _Played:
+    """Step every env ``n_steps`` times with ``policy``, from where ``model`` left the
+    games, writing each step into ``storage`` in place; ``step_done`` sees each step
+    before its truncated episodes are bootstrapped (as SB3's callbacks do) and may stop
+    the rollout, as may ``stop``."""
+    assert model._last_obs is not None and model._last_episode_starts is not None
+    storage.reset()
+    space = model.action_space
+    low, high = (space.low, space.high) if isinstance(space, spaces.Box) else (None, None)
+    actor = _actor(policy, space)
+    obs: Any = model._last_obs
+    starts: np.ndarray = model._last_episode_starts
+    for _ in range(n_steps):
+        if stop is not None and stop.is_set():
+            return _Played(obs, starts, np.zeros(0), whole=False)
+        actions, values, log_probs = actor.act(obs)
+        new_obs: Any
+        new_obs, rewards, dones, infos = env.step(
+            np.clip(actions, low, high) if low is not None else actions
+        )
+        if not step_done(rewards, dones, infos):
+            return _Played(new_obs, dones, np.zeros(0), whole=False)
+        finished = np.flatnonzero(dones)
+        if finished.size:
+            _bootstrap_truncated(actor, model.gamma, finished, rewards, infos)
+        position = storage.pos
+        storage.observations[position] = obs
+        storage.actions[position] = actions.reshape(storage.actions[0].shape)
+        storage.rewards[position] = rewards
+        storage.episode_starts[position] = starts
+        storage.values[position] = values
+        storage.log_probs[position] = log_probs
+        storage.pos += 1
+        storage.full = storage.pos == storage.buffer_size
+        obs, starts = new_obs, dones
+    return _Played(obs, starts, actor.values(obs), whole=True)
+
+
+class _Actor(Protocol):
+    def act(self, obs: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]: ...
+    def values(self, obs: np.ndarray) -> np.ndarray: ...
+
+
+def _actor(policy: ActorCriticPolicy, space: spaces.Space[Any]) -> _Actor:
+    """What plays a rollout: numpy over the policy's own weights where it writes the
+    policy out (a third of torch's time per step here), else torch."""
+    return NumpyActor(policy, space) if numpy_fits(policy) else _TorchActor(policy, space)
+
+
+@dataclass
+class _TorchActor:
+    """The policy's own torch layers, its distribution written out."""
+
+    policy: ActorCriticPolicy
+    space: spaces.Space[Any]
+
+    def act(self, obs: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        return _act(self.policy, self.space, obs)
+
+    def values(self, obs: np.ndarray) -> np.ndarray:
+        return _values(self.policy, obs)
+
+
+@torch.no_grad()
+def _act(
+    policy: ActorCriticPolicy, space: spaces.Space[Any], obs: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Sampled actions, values and log-probabilities of a batch of observations, in one
+    forward pass (the policy's own layers, its distribution written out)."""
+    features = torch.as_tensor(obs, device=policy.device).float()
+    latent_pi, latent_vf = policy.mlp_extractor(features)
+    values = policy.value_net(latent_vf).flatten()
+    head = policy.action_net(latent_pi)
+    if isinstance(space, spaces.Box):
+        log_std = policy.log_std
+        noise = torch.randn_like(head)
+        actions = head + noise * log_std.exp()
+        log_probs = (-0.5 * noise.square() - log_std - HALF_LOG_2PI).sum(dim=1)
+    else:
+        log_p = torch.log_softmax(head, dim=1)
+        actions = torch.multinomial(log_p.exp(), 1)
+        log_probs = log_p.gather(1, actions).flatten()
+        actions = actions.flatten()
+    return actions.cpu().numpy(), values.cpu().numpy(), log_probs.cpu().numpy()
+
+
+def _evaluate_actions(
+    policy: ActorCriticPolicy, space: spaces.Space[Any], obs: torch.Tensor, actions: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Values, log-probabilities of ``actions`` and entropies, with gradients, as
+    ``ActorCriticPolicy.evaluate_actions`` computes them for a flat observation."""
+    latent_pi, latent_vf = policy.mlp_extractor(obs.float())
+    head = policy.action_net(latent_pi)
+    if isinstance(space, spaces.Box):
+        log_std = policy.log_std
+        z = (actions - head) * torch.exp(-log_std)
+        log_prob = (-0.5 * z.square() - log_std - HALF_LOG_2PI).sum(dim=1)
+        entropy = (0.5 + HALF_LOG_2PI + log_std).sum().expand(head.shape[0])
+    else:
+        log_p = torch.log_softmax(head, dim=1)
+        log_prob = log_p.gather(1, actions.long().reshape(-1, 1)).flatten()
+        entropy = -(log_p.exp() * log_p).sum(dim=1)
+    return policy.value_net(latent_vf), log_prob, entropy
+
+
+@torch.no_grad()
+def _values(policy: ActorCriticPolicy, obs: np.ndarray) -> np.ndarray:
+    """The value head's estimate of a batch of observations."""
+    features = torch.as_tensor(obs, device=policy.device).float()
+    return policy.value_net(policy.mlp_extractor.forward_critic(features)).flatten().cpu().numpy()
+
+
+def _bootstrap_truncated(
+    actor: _Actor,
+    gamma: float,
+    finished: np.ndarray,
+    rewards: np.ndarray,
+    infos: list[dict[str, Any]],
+) -> None:
+    """Truncated episodes get the discounted value of the observation they were cut at
+    (SB3 #633), all in one batch."""
+    cut = [
+        (i, infos[i]["terminal_observation"])
+        for i in finished.tolist()
+        if infos[i].get("TimeLimit.truncated", False)
+        and infos[i].get("terminal_observation") is not None
+    ]
+    if cut:
+        indices = [i for i, _ in cut]
+        rewards[indices] += gamma * actor.values(np.stack([obs for _, obs in cut]))
+
+
+def _copy_rollout(source: RolloutBuffer, target: RolloutBuffer) -> None:
+    target.reset()  # the last update flattened its arrays
+    for name in ("observations", "actions", "rewards", "episode_starts", "values", "log_probs"):
+        np.copyto(getattr(target, name), getattr(source, name))
+    target.pos, target.full = source.pos, source.full
+
+
+class _Ahead:
+    """One rollout played in a thread by a frozen copy of the policy, while the main
+    thread updates the policy itself: the games never wait for the update.
+
+    :param model: whose games, settings and start (``_last_obs``) to play from.
+    :param policy: the copy that plays (the behaviour policy of this rollout).
+    :param env: the games.
+    :param storage: the buffer written in place.
+    :param n_steps: steps per env.
+    """
+
+    def __init__(
+        self,
+        model: LeanPPO,
+        policy: ActorCriticPolicy,
+        env: VecEnv,
+        storage: RolloutBuffer,
+        n_steps: int,
+    ) -> None:
+        self.storage = storage
+        self.stop = threading.Event()
+        self._played: _Played | None = None
+        self._error: BaseException | None = None
+        self._steps: list[tuple[np.ndarray, np.ndarray, list[dict[str, Any]]]] = []
+
+        def record(rewards: np.ndarray, dones: np.ndarray, infos: list[dict[str, Any]]) -> bool:
+            self._steps.append((rewards.copy(), dones, infos))
+            return True
+
+        def run() -> None:
+            try:
+                self._played = _play(model, policy, env, storage, n_steps, record, self.stop)
+            except BaseException as exc:  # a game fault or Ctrl-C: raised in the main thread
+                self._error = exc
+
+        self._thread = threading.Thread(target=run, name="rollout-ahead", daemon=True)
+        self._thread.start()
+
+    def result(self) -> _Played:
+        """The rollout, once played; raises what the thread raised (a game's fault)."""
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
+        assert self._played is not None
+        self._played.steps = self._steps
+        return self._played
