@@ -18,6 +18,7 @@ from cli.publishing import in_git, publish_files
 from cli.results import committed_champions
 from game_bridge.bot_runner import BotRunner
 from game_bridge.errors import LanderError
+from game_bridge.file_input import not_a_file
 from game_bridge.protocol import DEFAULT_PORT
 from games import DEFAULT_GAME, game_entry
 from games.spec import PlayOptions
@@ -280,7 +281,10 @@ def serve_web_page(
     if as_file.suffix != ".json" and not as_file.is_file():
         RunPaths(root, target)  # a bad run name is one line
     elif not as_file.is_file():
-        fail(f"bot file {target!r} does not exist")
+        odd = not_a_file(as_file)
+        fail(
+            f"bot file {target!r} " + (f"is {odd}, not a regular file" if odd else "does not exist")
+        )
     name, game_args = _game_of(root, target)
     game = game_entry(name)
     if not game.web_files:
@@ -315,6 +319,9 @@ def bot_path(root: Path, target: str) -> Path:
     path = Path(target)
     if path.is_file():
         return path
+    odd = not_a_file(path)
+    if odd is not None:
+        fail(f"bot file {target!r} is {odd}, not a regular file")
     if path.suffix == ".json" or "/" in target:
         fail(f"bot file {target!r} does not exist")
     paths = RunPaths(root, target)  # a bad run name is one line

@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from game_bridge.errors import LanderError
+from game_bridge.file_input import read_bounded
 from game_bridge.frame_stack import MAX_FRAMES, FrameStack, StackedPolicy
 from game_bridge.lfs_pointers import is_lfs_pointer, lfs_pointer_message
 
@@ -386,7 +387,7 @@ class BotRunner:
                 )
             if is_lfs_pointer(Path(path)):
                 raise BotFormatError(lfs_pointer_message(Path(path), "bot"))
-            spec = json.loads(Path(path).read_text())
+            spec = json.loads(read_bounded(Path(path), MAX_BOT_BYTES))
         except OSError as exc:
             raise BotFormatError(f"cannot read bot {str(path)!r}: {exc.strerror or exc}") from None
         except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as exc:

@@ -18,7 +18,7 @@ LFS_FIX = "install Git LFS in this clone (./lander setup --lfs), then run git lf
 def is_lfs_pointer(path: Path) -> bool:
     """True when ``path`` is a Git LFS pointer (a file under 1 KB that starts as one)."""
     try:
-        if path.stat().st_size > 1024:
+        if not path.is_file() or path.stat().st_size > 1024:  # a FIFO is never opened
             return False
         with path.open("rb") as handle:
             return handle.read(len(LFS_POINTER_START)) == LFS_POINTER_START

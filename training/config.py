@@ -16,6 +16,7 @@ from typing import Any
 
 from game_bridge import TRANSPORTS
 from game_bridge.errors import LanderError
+from game_bridge.file_input import read_bounded_text
 from game_bridge.frame_stack import MAX_FRAMES
 from game_bridge.openenv_instance import server_url
 from game_bridge.protocol import DEFAULT_PORT
@@ -715,7 +716,7 @@ def load_config_file(path: Path) -> dict[str, Any]:
 
     :raises ConfigError: missing file, bad syntax or unknown key.
     """
-    if not path.is_file():
+    if not path.exists():  # a folder or a FIFO exists: read_settings_text says what it is
         raise ConfigError(f"config file {str(path)!r} does not exist")
     if path.suffix not in (".json", ".toml"):
         raise ConfigError(f"config file {str(path)!r}: use a .toml or .json file")
@@ -752,7 +753,7 @@ def read_settings_text(path: Path, what: str) -> str:
             raise ConfigError(
                 f"{what} {str(path)!r} is {size:,} bytes: over the {MAX_SETTINGS_BYTES:,} a {what} may be"
             )
-        return path.read_text()
+        return read_bounded_text(path, MAX_SETTINGS_BYTES)
     except OSError as exc:
         raise ConfigError(f"{what} {str(path)!r}: {exc.strerror or exc}") from None
     except UnicodeDecodeError:

@@ -17,7 +17,7 @@ from game_bridge.bot_runner import BotFormatError, BotRunner
 from game_bridge.launcher import LaunchConfig, game_command
 from games import DEFAULT_GAME
 from training.config import ConfigError, TrainConfig, apply_overrides
-from training.errors import GameNotGiven, game_not_given
+from training.errors import ExportError, GameNotGiven, game_not_given
 from training.evaluation.ratings import LEARNER
 from training.evaluation.records import owns_run
 from training.evaluation.scoring import (
@@ -149,8 +149,18 @@ def _export_model(
     layout: dict[str, Any] | None,
     notes: dict[str, Any],
 ) -> ExportResult:
-    """One model of the run to a bot JSON and ONNX pair, with the run's commit and settings."""
+    """One model of the run to a bot JSON and ONNX pair, with the run's commit and settings.
+
+    :raises ExportError: where the bots cannot go (a ``bots`` that is a file), before the
+        model is loaded.
+    """
     from training.bots.export import OnnxLayout, export_policy
+
+    folder = files[0].parent
+    if folder.exists() and not folder.is_dir():
+        raise ExportError(
+            f"{folder} is a file, not a folder: move it aside, then `lander export {paths.run}`"
+        )
     from training.ppo.inference import load_for_inference
 
     model, normalizer = load_for_inference(model_path)

@@ -22,6 +22,7 @@ import numpy as np
 from gymnasium import spaces
 
 from game_bridge.errors import LanderError
+from game_bridge.file_input import read_bounded
 from game_bridge.lfs_pointers import is_lfs_pointer, lfs_pointer_message
 from training.runs.run_record import now_iso, write_bytes_atomic
 
@@ -179,7 +180,7 @@ def load_demos(path: Path) -> Demos:
             raise _fail(
                 path, f"{size / 2**20:,.0f} MB, over the {MAX_DEMO_BYTES >> 20} MB a demo may be"
             )
-        raw = path.read_bytes()
+        raw = read_bounded(path, MAX_DEMO_BYTES)
     except OSError as exc:
         raise DemoError(f"cannot read demo file {str(path)!r}: {exc.strerror or exc}") from None
     try:

@@ -21,6 +21,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from game_bridge.file_input import read_bounded
 from games import DEFAULT_GAME, game_entry
 from training.runs.local_state import checkout_id, local_evaluations_path
 from training.runs.run_paths import RunPaths
@@ -28,6 +29,9 @@ from training.runs.run_record import RunRecord, now_iso
 
 RECORDS_NAME = "evaluations.jsonl"
 RECORDS_GLOB = "evaluations*.jsonl"
+
+MAX_RECORDS_BYTES = 64 * 2**20
+"""An evaluations file larger than this is skipped unread (a record is a line of 300 bytes)."""
 
 
 def game_name(trained: dict[str, Any], game_bin: str | Path | None = None) -> str:
@@ -195,8 +199,8 @@ def read_records(paths: Iterable[Path]) -> list[EvalRecord]:
     records = []
     for path in paths:
         try:
-            lines = path.read_text().splitlines()
-        except OSError:
+            lines = read_bounded(path, MAX_RECORDS_BYTES).decode(errors="replace").splitlines()
+        except OSError:  # a folder, a FIFO, a link to a device, too large: no records
             continue
         for line in lines:
             try:

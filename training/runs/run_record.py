@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import copy
 import errno
+import itertools
 import json
 import os
 from dataclasses import dataclass, field, fields
@@ -15,6 +16,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from game_bridge.file_input import read_bounded_text
 from training.config import ConfigError, TrainConfig, from_dict
 
 STATUSES = ("running", "finished", "interrupted", "failed")
@@ -27,6 +29,9 @@ def now_iso() -> str:
 
 
 TEMPORARY_SUFFIX = ".tmp"
+_TEMPORARIES = itertools.count()
+MAX_RECORD_BYTES = 16 * 2**20
+"""A run.json larger than this is refused unread (lander's own are a few KB)."""
 """What a file being written is called until it is complete (removed at the next start
 if a crash left it)."""
 
@@ -36,9 +41,11 @@ def write_bytes_atomic(path: Path, data: bytes) -> None:
     a crash leaves the old file or the new one, never half of one. The one atomic
     writer of lander (run records, checkpoints, local settings, published bots)."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    temporary = path.with_name(f".{path.name}{TEMPORARY_SUFFIX}")
+    # A name of this writer's own: two writers of one file (two exports at once) never
+    # share a temporary, and the last rename wins whole.
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.{next(_TEMPORARIES)}{TEMPORARY_SUFFIX}")
     try:
-        with temporary.open("wb") as handle:
+        with temporary.open("xb") as handle:
             handle.write(data)
             handle.flush()
             os.fsync(handle.fileno())
@@ -281,7 +288,7 @@ class RunRecord:
         :raises ConfigError: when the file is missing or not a run record.
         """
         try:
-            data = json.loads(path.read_text())
+            data = json.loads(read_bounded_text(path, MAX_RECORD_BYTES))
             if not isinstance(data, dict):
                 raise TypeError("not a JSON object")
             _check_types(data)
@@ -294,7 +301,9 @@ class RunRecord:
             return cls(config=config, extra=RunExtras.from_dict(data.get("extra", {})), **known)
         except FileNotFoundError:
             raise ConfigError(f"no run record at {path}") from None
-        except (json.JSONDecodeError, KeyError, TypeError, AttributeError) as exc:
+        except OSError as exc:  # a folder, a FIFO, a link to a device, too large, unreadable
+            raise ConfigError(f"{path} cannot be read ({exc.strerror or exc})") from None
+        except (json.JSONDecodeError, KeyError, TypeError, AttributeError, RecursionError) as exc:
             raise ConfigError(f"{path} is not a lander run record ({exc})") from None
         except UnicodeDecodeError:
             raise ConfigError(f"{path} is not a lander run record (not UTF-8 text)") from None
