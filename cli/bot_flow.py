@@ -275,8 +275,10 @@ def serve_web_page(
     records there to ``record_demo``)."""
     import time
 
+    from cli.serving import check_address
     from cli.web_page import serve_page
 
+    check_address(host, port, "--web-port")
     as_file = Path(target)
     if as_file.suffix != ".json" and not as_file.is_file():
         RunPaths(root, target)  # a bad run name is one line

@@ -18,6 +18,15 @@ from games import BUNDLED_GAMES, gym_env_factory
 from training.config import ConfigError, check_bundled_game_args
 
 
+def check_address(host: str, port: int, what: str = "--port") -> None:
+    """One red line for an address no server should take: a port outside 1-65535, or an
+    empty host (which would serve on every interface without a word)."""
+    if not 1 <= port <= 65535:
+        fail(f"{what} must be from 1 to 65535, got {port}")
+    if not host.strip():
+        fail("--host must name an address: 127.0.0.1 for this machine, 0.0.0.0 for the LAN")
+
+
 def game_factory(game: str, game_args: dict[str, str]) -> Any:
     """What makes one environment of the bundled ``game`` with ``game_args``.
 
@@ -35,8 +44,14 @@ def serve_game(
     """Serve until Ctrl-C; every user mistake is one red line."""
     if not 1 <= max_sessions <= 1024:
         fail(f"--max-sessions must be from 1 to 1024, got {max_sessions}")
+    check_address(host, port)
     try:
-        server = OpenEnvServer(game_factory(game, game_args), game, max_sessions)
+        server = OpenEnvServer(
+            game_factory(game, game_args),
+            game,
+            max_sessions,
+            log=lambda line: console.print(line, markup=False, highlight=False),
+        )
     except (ConfigError, ServeError) as exc:
         fail(str(exc))
 

@@ -15,7 +15,9 @@ bounded numbers for a Box, a bounded integer for Discrete), the observation one 
 ``obs`` (a fixed-length array, flattened). OpenEnv has one ``done`` flag: a time limit's
 end is ``done`` with ``metadata.truncated`` true. HTTP ``POST /reset`` and ``/step``
 (which keep no episode in the package either) are not served: the server is websockets',
-which reads GET requests only; episodes are played over ``/ws``.
+which reads GET requests only; episodes are played over ``/ws``. A request it does not
+serve (another method, a line that is no HTTP) is answered 405 or 400 and closed, and
+noted in one log line per peer and minute at most: a stranger cannot fill the log.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import json
 import math
+import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -36,6 +39,8 @@ from gymnasium import spaces
 from game_bridge.errors import LanderError
 
 EnvFactory = Callable[[], gymnasium.Env[Any, Any]]
+REFUSALS_LOGGED_EVERY_S = 60.0
+"""A peer's refused requests are noted once in this many seconds at most."""
 
 
 class ServeError(LanderError, ValueError):
@@ -123,10 +128,18 @@ class OpenEnvServer:
     :param max_sessions: sessions at once; one more is refused with ``CAPACITY_REACHED``.
     """
 
-    def __init__(self, factory: EnvFactory, name: str, max_sessions: int = 8) -> None:
+    def __init__(
+        self,
+        factory: EnvFactory,
+        name: str,
+        max_sessions: int = 8,
+        log: Callable[[str], None] = print,
+    ) -> None:
         self.factory = factory
         self.name = name
         self.max_sessions = max_sessions
+        self.log = log
+        self._refusals: dict[str, float] = {}
         probe = factory()
         try:
             title = name.title().replace("-", "").replace("_", "")
@@ -204,6 +217,8 @@ class OpenEnvServer:
             message = json.loads(raw)
         except (TypeError, ValueError) as exc:
             return _error(f"Invalid JSON: {exc}", "INVALID_JSON")
+        except RecursionError:
+            return _error("Invalid JSON: nested too deeply", "INVALID_JSON")
         if not isinstance(message, dict):
             return _error("a message is a JSON object", "INVALID_JSON")
         kind = message.get("type", "")
@@ -293,14 +308,83 @@ class OpenEnvServer:
             }
         )
 
+    def refused(self, peer: str, why: str) -> None:
+        """Note a refused request: once per peer and :data:`REFUSALS_LOGGED_EVERY_S`."""
+        now = time.monotonic()
+        if now - self._refusals.get(peer, -math.inf) < REFUSALS_LOGGED_EVERY_S:
+            return
+        if len(self._refusals) > 4096:  # many peers: forget the oldest notes
+            self._refusals.clear()
+        self._refusals[peer] = now
+        self.log(f"refused a request from {peer}: {why} (more from it this minute unlogged)")
+
     async def serve(self, host: str, port: int, ready: Callable[[], None] | None = None) -> None:
         """Serve until cancelled; ``ready`` is called once the port listens."""
         from websockets.asyncio.server import serve
 
-        async with serve(self._session, host, port, process_request=self._http, max_size=2**24):
+        async with serve(
+            self._session,
+            host,
+            port,
+            process_request=self._http,
+            max_size=2**24,
+            create_connection=_refusing_connection(self),
+        ):
             if ready is not None:
                 ready()
             await asyncio.Future()
+
+
+def _refusing_connection(server: OpenEnvServer) -> Any:
+    """websockets' connection class, answering a request that is no GET (a POST, a HEAD, a
+    line that is no HTTP) with 405 or 400 before websockets parses it, and noting any
+    failed handshake in one rate-limited line, where websockets would log a traceback for
+    each and close without a word."""
+    from websockets.asyncio.server import ServerConnection
+
+    class RefusingConnection(ServerConnection):
+        _head = b""
+        _checked = False
+        _refused = False
+
+        def _peer(self) -> str:
+            address = self.transport.get_extra_info("peername")
+            return str(address[0]) if address else "?"
+
+        def data_received(self, data: bytes) -> None:
+            if not self._checked:
+                self._head += data
+                if len(self._head) < 4 and b"\n" not in self._head:
+                    return  # the method's first bytes are still on their way
+                self._checked, data, self._head = True, self._head, b""
+                if not data.startswith(b"GET "):
+                    self._refuse(data)
+                    return
+            super().data_received(data)
+
+        def _refuse(self, data: bytes) -> None:
+            method = data.split(b" ", 1)[0][:16]
+            is_method = method.isalpha() and method.isupper()
+            status = HTTPStatus.METHOD_NOT_ALLOWED if is_method else HTTPStatus.BAD_REQUEST
+            allow = "Allow: GET\r\n" if is_method else ""
+            self.transport.write(
+                f"HTTP/1.1 {status.value} {status.phrase}\r\n{allow}Content-Length: 0\r\n"
+                "Connection: close\r\n\r\n".encode()
+            )
+            self.transport.close()  # after the answer is written (abort would drop it)
+            self._refused = True
+            shown = method.decode() if is_method else "a request that is no HTTP"
+            server.refused(self._peer(), f"{shown} (only GET and WebSocket sessions are served)")
+
+        async def handshake(self, *args: Any, **kwargs: Any) -> None:
+            try:
+                await super().handshake(*args, **kwargs)
+            except Exception as exc:
+                if not self._refused:
+                    cause = str(exc.__cause__ or exc).splitlines()
+                    server.refused(self._peer(), cause[0][:200] if cause else type(exc).__name__)
+
+    return RefusingConnection
 
 
 class _Invalid(ValueError):

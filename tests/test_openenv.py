@@ -343,3 +343,59 @@ def test_a_space_id_is_its_spaces_address_and_anything_else_one_line(tmp_path: P
     refused = lander(tmp_path, "train", "x", "--game-url", "not a server", "--no-git")
     assert refused.returncode != 0 and "Traceback" not in refused.stderr
     assert "--game-url: an OpenEnv server is an http(s):// or ws(s):// URL" in refused.stderr
+
+
+def test_lander_serve_refuses_what_it_does_not_serve_in_few_lines(
+    lander_serve: Server, tmp_path: Path
+) -> None:
+    """Issue 46, finding 4: POSTs, a HEAD and garbage request lines are answered 405 or 400
+    (not a dropped connection), the log grows by a line per peer and minute at most (no
+    traceback), and deeply nested JSON is an INVALID_JSON answer, the session kept."""
+    import http.client
+    import socket
+
+    from websockets.sync.client import connect
+
+    url = lander_serve("stroke")
+    port = int(url.rsplit(":", 1)[1])
+    for _ in range(30):
+        connection = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+        connection.request("POST", "/reset", body=b"{}")
+        assert connection.getresponse().status == 405
+        connection.close()
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    connection.request("HEAD", "/health")
+    assert connection.getresponse().status == 405
+    connection.close()
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as raw:
+        raw.sendall(b"\x16\x03\x01 not http at all\r\n\r\n")
+        assert raw.recv(64).startswith(b"HTTP/1.1 400")
+    with connect(url.replace("http", "ws") + "/ws") as session:
+        session.send("[" * 100_000 + "]" * 100_000)
+        answer = json.loads(session.recv(timeout=10))
+        assert answer["data"]["code"] == "INVALID_JSON"
+        session.send(json.dumps({"type": "reset", "data": {"seed": 1}}))
+        assert json.loads(session.recv(timeout=10))["type"] == "observation"
+    log = next(tmp_path.glob("server-*.log")).read_text()
+    assert "Traceback" not in log, log[-3000:]
+    assert log.count("refused a request from 127.0.0.1") == 1, log[-3000:]
+    with urllib.request.urlopen(url + "/health", timeout=5) as answer:
+        assert json.loads(answer.read())["status"] == "healthy"
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (["--port", "70000"], "--port must be from 1 to 65535, got 70000"),
+        (["--port", "-1"], "--port must be from 1 to 65535, got -1"),
+        (["--host", ""], "--host must name an address"),
+    ],
+)
+def test_lander_serve_refuses_an_address_no_server_should_take(
+    tmp_path: Path, args: list[str], said: str
+) -> None:
+    """Issue 46, finding 4: a port outside 1-65535 and an empty host (every interface,
+    silently) are one line and exit 1, before anything listens."""
+    from tests.test_files_from_elsewhere import one_line_error
+
+    one_line_error(lander(tmp_path, "serve", "stroke", *args, timeout=60), said)
