@@ -7,6 +7,8 @@ actions in exported policies (godot-rl issue #234).
 
 from __future__ import annotations
 
+import math
+import os
 from dataclasses import dataclass
 from typing import Any
 
@@ -17,6 +19,13 @@ from game_bridge.errors import ProtocolViolation
 from game_bridge.protocol import FAST_ENCODING, wire_floats
 
 SHARED_POLICY = "shared_policy"
+MAX_GAME_AGENTS = 4096
+"""Agents one game instance may declare: a run that starts with them can resume with them
+(``--agents-per-instance`` takes as many)."""
+MAX_DECLARED_VALUES = 2**24
+"""Values one observation key (per agent) or one action may declare: 16.7M, a camera of
+2,360 x 2,360 x 3. Checked before any array of that size is made, so a size of 10^9 is a
+named fault, not a MemoryError."""
 
 
 @dataclass(frozen=True)
@@ -63,18 +72,56 @@ def _entry_per_agent(value: Any, n_agents: int, what: str, instance: int | None)
     )
 
 
-def _positive_int(value: Any, what: str, instance: int | None) -> int:
+def _positive_int(
+    value: Any, what: str, instance: int | None, most: int = MAX_DECLARED_VALUES
+) -> int:
     # Godot sends every JSON number as a float: 2.0 is a fine size, 2.5 is not.
     if (
         isinstance(value, bool)
         or not isinstance(value, int | float)
+        or not math.isfinite(value)
         or value != int(value)
         or value < 1
     ):
         raise ProtocolViolation(
-            instance, f"env_info {what} must be a positive integer, got {value!r}"
+            instance, f"env_info {what} must be a positive integer, got {value!r:.40}"
+        )
+    if value > most:
+        raise ProtocolViolation(
+            instance, f"env_info {what} is {int(value):,}: lander takes at most {most:,}"
         )
     return int(value)
+
+
+def _check_memory(
+    n_agents: int, observations: tuple[ObservationEntry, ...], instance: int | None
+) -> None:
+    """One step's observations of every agent fit in an eighth of this machine's memory
+    (a rollout keeps many steps of them): else a named fault before any array is made."""
+    values = n_agents * sum(math.prod(entry.space.shape or (1,)) for entry in observations)
+    step_bytes = values * 4
+    try:
+        machine = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (OSError, ValueError):
+        return
+    if step_bytes > machine // 8:
+        raise ProtocolViolation(
+            instance,
+            f"env_info declares {values:,} observation values a step over {n_agents:,} agents "
+            f"({step_bytes / 2**30:,.1f} GB): more than this machine's memory can hold for a "
+            f"rollout ({machine / 2**30:,.0f} GB in all)",
+        )
+
+
+def _check_values(key: str, shape: tuple[int, ...], instance: int | None) -> None:
+    """A key's values per agent, bounded before any array of them is made."""
+    values = math.prod(shape)
+    if values > MAX_DECLARED_VALUES:
+        raise ProtocolViolation(
+            instance,
+            f"observation {key!r} declares {values:,} values per agent (shape "
+            f"{list(shape)}): lander takes at most {MAX_DECLARED_VALUES:,}",
+        )
 
 
 def _parse_observation_entry(key: str, spec: Any, instance: int | None) -> ObservationEntry:
@@ -89,7 +136,10 @@ def _parse_observation_entry(key: str, spec: Any, instance: int | None) -> Obser
     if kind != "box":
         raise ProtocolViolation(instance, f"observation {key!r} has unknown space {kind!r}")
     dims = size if isinstance(size, list) else [size]
+    if not 1 <= len(dims) <= 4:
+        raise ProtocolViolation(instance, f"observation {key!r} must have 1 to 4 dimensions")
     shape = tuple(_positive_int(d, f"size of {key!r}", instance) for d in dims)
+    _check_values(key, shape, instance)
     if "2d" in key:
         return ObservationEntry(key, spaces.Box(0, 255, shape, np.uint8), True)
     low = _bound(spec, "low", -1.0, shape, key, instance)
@@ -301,13 +351,14 @@ def parse_env_info(message: dict[str, Any], instance: int | None = None) -> EnvI
     obs_value = message.get("observation_space")
     act_value = message.get("action_space")
     if "n_agents" in message:
-        n_agents = _positive_int(message["n_agents"], "n_agents", instance)
+        n_agents = _positive_int(message["n_agents"], "n_agents", instance, MAX_GAME_AGENTS)
     elif isinstance(obs_value, list):
         n_agents = len(obs_value)
+        if n_agents < 1:
+            raise ProtocolViolation(instance, "env_info declares no agents")
+        _positive_int(n_agents, "agent count", instance, MAX_GAME_AGENTS)
     else:
         n_agents = 1
-    if n_agents < 1:
-        raise ProtocolViolation(instance, "env_info declares no agents")
     obs_per_agent = _entry_per_agent(obs_value, n_agents, "observation_space", instance)
     act_per_agent = _entry_per_agent(act_value, n_agents, "action_space", instance)
     names_value = message.get("agent_policy_names")
@@ -326,6 +377,7 @@ def parse_env_info(message: dict[str, Any], instance: int | None = None) -> EnvI
         spec == act_per_agent[0] for spec in act_per_agent
     ):
         observations, actions = _parse_keys(obs_per_agent[0], act_per_agent[0], instance)
+        _check_memory(n_agents, observations, instance)
         return EnvInfo(n_agents, observations, actions, names, encoding)
     sides = _side_layouts(names, obs_per_agent, act_per_agent, instance)
     padded_obs = ObservationEntry(
@@ -334,6 +386,7 @@ def parse_env_info(message: dict[str, Any], instance: int | None = None) -> EnvI
         False,
     )
     padded_action = ActionEntry(PADDED_KEY, max(s.action_width for s in sides), False)
+    _check_memory(n_agents, (padded_obs,), instance)
     return EnvInfo(n_agents, (padded_obs,), (padded_action,), names, encoding, sides)
 
 

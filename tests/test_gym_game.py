@@ -164,6 +164,34 @@ def test_a_game_declaring_bounds_per_value_or_null_trains_and_bad_ones_are_one_l
     assert "game instance 0" in line
 
 
+DECLARED = [
+    # (the game's arguments, what the one line says)
+    (['--bounds={"size": [1e9]}'], "size of 'obs' is 1,000,000,000: lander takes at most"),
+    (
+        ['--bounds={"size": [100000, 100000, 3]}'],
+        "declares 30,000,000,000 values per agent (shape [100000, 100000, 3])",
+    ),
+    (["--declared_agents=10000"], "n_agents is 10,000: lander takes at most 4,096"),
+    (["--declared_agents=10000000"], "n_agents is 10,000,000: lander takes at most 4,096"),
+]
+
+
+@pytest.mark.parametrize(("args", "said"), DECLARED)
+def test_a_game_declaring_sizes_beyond_the_machine_is_one_named_line(
+    tmp_path: Path, args: list[str], said: str
+) -> None:
+    """Issue 46, finding 3: a game process declaring a size of 10^9, a camera of 3 x 10^10
+    values or more agents than a run can resume with is one named protocol fault before
+    any array is made (it was a MemoryError, or a run that could not be resumed)."""
+    game = godot_style(tmp_path, *args)
+    result = train_briefly(tmp_path, "huge", game, find_free_port_block(1), "--no-git")
+    output = result.stdout + result.stderr
+    assert result.returncode != 0 and "Traceback" not in output, output
+    assert "MemoryError" not in output
+    (line,) = [text for text in result.stderr.splitlines() if said in text]
+    assert "game instance 0" in line
+
+
 def test_a_discrete_observation_trains_normalized_defaults_and_all(tmp_path: Path) -> None:
     """FrozenLake observes a square's number: the policy one-hot encodes it, so the
     default observation normalization leaves it alone (VecNormalize takes vectors only)."""

@@ -20,6 +20,7 @@ from game_bridge.file_input import read_bounded_text
 from game_bridge.frame_stack import MAX_FRAMES
 from game_bridge.openenv_instance import server_url
 from game_bridge.protocol import DEFAULT_PORT
+from game_bridge.spaces import MAX_GAME_AGENTS
 from games import (
     BUNDLED_GAMES,
     DEFAULT_GAME,
@@ -40,7 +41,7 @@ class ConfigError(LanderError, ValueError):
 
 
 MAX_TIMESTEPS = 10**12
-MAX_AGENTS = 4096
+MAX_AGENTS = MAX_GAME_AGENTS
 """Agents one bundled game instance may simulate."""
 MAX_ACTION_REPEAT = 1000
 MAX_SPEEDUP = 1e6

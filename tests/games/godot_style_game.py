@@ -77,7 +77,8 @@ def main():
                         "steer": {"size": 2.0, "action_type": "continuous"},
                         "boost": {"size": 2.0, "action_type": "discrete"},
                     },
-                    "n_agents": float(agents),
+                    # --declared_agents: a count the game claims without playing it (a fault).
+                    "n_agents": float(arg("declared_agents", str(agents))),
                 },
             )
         elif kind == "reset":
