@@ -65,9 +65,10 @@ def test_checkpoints_from_before_the_packages_resume_and_export(
     assert outcome.status == "finished", outcome.error
     resumed = PPO.load(tmp_path / "checkpoints" / "again" / "final.zip", device="cpu")
     assert resumed.num_timesteps == saved.num_timesteps + steps
-    assert type(resumed.policy.features_extractor).__name__ == type(
-        saved.policy.features_extractor
-    ).__name__
+    assert (
+        type(resumed.policy.features_extractor).__name__
+        == type(saved.policy.features_extractor).__name__
+    )
     exported = export_run(RunPaths(tmp_path, "again"))
     assert exported.bot_json.exists() and exported.bot_onnx.exists()
     assert exported.bot_parity.samples > 0 and exported.onnx_parity.samples > 0
