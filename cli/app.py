@@ -4,6 +4,8 @@ last guard against a traceback."""
 
 from __future__ import annotations
 
+import atexit
+import os
 import signal
 import sys
 from collections.abc import Callable
@@ -105,6 +107,31 @@ def _quiet_when_terminated(unraisable: Any) -> None:
     sys.__unraisablehook__(unraisable)
 
 
+_LATE_SIGNALS: list[int] = []
+"""Signals that arrived once the command was done, while the process exits."""
+
+
+def _note_late(signum: int, _frame: object) -> None:
+    """While the process exits (atexit callbacks, torch's finalizers) a signal is noted, not
+    raised: raised there it is an 'Exception ignored' traceback, or lost."""
+    _LATE_SIGNALS.append(signum)
+
+
+def _exit_code_of_late_signals() -> None:
+    """The last atexit callback: a signal that arrived while the process was exiting gives
+    its exit code (130, 143), as one that arrived during the command does."""
+    if not _LATE_SIGNALS:
+        return
+    signum = _LATE_SIGNALS[0]
+    name = signal.Signals(signum).name
+    try:
+        error_console.print(f"[yellow]{name} while exiting[/]")
+        sys.stdout.flush()
+        sys.stderr.flush()
+    finally:
+        os._exit(128 + signum)
+
+
 def main() -> None:
     """Console-script entry point.
 
@@ -114,6 +141,16 @@ def main() -> None:
     """
     signal.signal(signal.SIGTERM, _terminated)
     sys.unraisablehook = _quiet_when_terminated
+    atexit.register(_exit_code_of_late_signals)  # registered first: runs last
+    try:
+        _run()
+    finally:
+        for late in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(late, _note_late)
+
+
+def _run() -> None:
+    """The app, each way it can end turned into one line and an exit code."""
     try:
         app()
     except (Terminated, SystemExit, LanderError):

@@ -19,6 +19,7 @@ from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING, Any
 
+from cli.command_classes import note_sigterm
 from cli.console import console, error_console, how
 from cli.git_sync import (
     current_commit,
@@ -134,13 +135,24 @@ class RunEnd:
         self.use_git = use_git
         self.current = "export"
         self._asked = False
+        self.signalled: int | None = None
+        """A second Ctrl-C or a SIGTERM noted during the end (acted on at a safe point)."""
         self._previous: dict[int, Any] = {}
 
     def step(self, name: str) -> None:
-        """Say which step runs now (``export``, ``commit and push``)."""
+        """Say which step runs now (``export``, ``commit and push``): a safe point, where a
+        second Ctrl-C or a SIGTERM noted since stops the end."""
+        self._stop_if_signalled()
         self.current = name
 
+    def _stop_if_signalled(self) -> None:
+        if self.signalled is not None:
+            raise _EndInterrupted(self.signalled)
+
     def _handler(self, signum: int, _frame: FrameType | None) -> None:
+        """Note the signal; never raise into whatever runs (a finalizer, a logging lock):
+        git's processes are killed at once, so a hung push ends, and the end stops at its
+        next safe point (:meth:`step`, or its own end)."""
         if signum == signal.SIGINT and not self._asked:
             self._asked = True
             console.print(
@@ -148,7 +160,11 @@ class RunEnd:
                 "(Ctrl-C again to skip it)[/]"
             )
             return
-        raise _EndInterrupted(signum)
+        if signum == signal.SIGTERM:
+            note_sigterm(signum)
+        if self.signalled is None:
+            self.signalled = signum
+            kill_descendants()
 
     def _rest(self) -> str:
         steps = ["export", "evaluation"] if self.current == "export" else []
@@ -166,6 +182,8 @@ class RunEnd:
     ) -> None:
         for sig, old in self._previous.items():
             signal.signal(sig, old)
+        if error is None and self.signalled is not None:
+            error = _EndInterrupted(self.signalled)  # noted during the last step
         if not isinstance(error, _EndInterrupted | KeyboardInterrupt):
             return
         kill_descendants()  # a git push that hangs would outlive us

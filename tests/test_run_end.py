@@ -14,7 +14,10 @@ import shutil
 import signal
 import subprocess
 import threading
+import time
 from pathlib import Path
+
+import pytest
 
 from tests.conftest import background_trainer, git, wait_until
 
@@ -131,3 +134,30 @@ def test_stop_fails_when_the_run_ended_without_its_bot(
     assert stopped.returncode == 1, stopped.stdout + stopped.stderr
     assert "✓ final checkpoint" in stopped.stdout and "✗ bot bots/nobot.json" in stopped.stdout
     assert "stopped without all of its results" in stopped.stderr
+
+
+@pytest.mark.parametrize(("sent", "code"), [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
+def test_signals_through_the_very_end_give_their_exit_code_and_no_traceback(
+    tmp_path: Path, sent: signal.Signals, code: int
+) -> None:
+    """Issue 46, finding 1: signals every few milliseconds from training's end until the
+    process is gone (through the export, the evaluation, the interpreter's exit and torch's
+    finalizers): the exit code says which signal came (143, or 130 for Ctrl-C), and no
+    traceback or 'Exception ignored' is printed; a SIGTERM is never lost."""
+    process = background_trainer(tmp_path, "storm", "--timesteps", "1024", "--no-git")
+    output = _Output(process)
+    try:
+        wait_until(lambda: "run storm finished" in output.text or process.poll() is not None,
+                   240, "training to end")  # fmt: skip
+        assert process.poll() is None, output.text
+        deadline = time.monotonic() + 120
+        while process.poll() is None and time.monotonic() < deadline:
+            process.send_signal(sent)
+            time.sleep(0.005)
+        process.wait(timeout=10)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    output._thread.join(10)
+    assert process.returncode == code, output.text
+    assert "Traceback" not in output.text and "Exception ignored" not in output.text, output.text
