@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import re
 import time
 import urllib.error
@@ -75,15 +76,43 @@ def http_url(base: str, route: str) -> str:
     return urllib.parse.urlunsplit((scheme, parts.netloc, parts.path + route, "", ""))
 
 
+MAX_SCHEMA_BYTES = 4 * 2**20
+"""A ``/schema`` answer larger than this is a fault (a schema is a few KB)."""
+
+
+def _finite_number(value: Any) -> bool:
+    """A JSON number that is a finite float (a 400-digit integer is not one)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return False
+    try:
+        return math.isfinite(float(value))
+    except OverflowError:
+        return False
+
+
 def fetch_schema(base: str, index: int | None = None) -> Any:
     """The server's ``/schema`` answer.
 
     :raises InstanceDied: the server cannot be reached or answers no JSON.
     """
     url = http_url(base, "/schema")
+    deadline = time.monotonic() + SCHEMA_TIMEOUT_S
     try:
         with urllib.request.urlopen(url, timeout=SCHEMA_TIMEOUT_S) as answer:
-            return json.loads(answer.read())
+            body = b""
+            # The whole answer within one deadline and one size: a server that trickles or
+            # never ends is a named fault, not a hang or a MemoryError.
+            while chunk := answer.read1(1 << 16):
+                body += chunk
+                if len(body) > MAX_SCHEMA_BYTES:
+                    raise ValueError(f"an answer over {MAX_SCHEMA_BYTES:,} bytes")
+                if time.monotonic() > deadline:
+                    break
+            if time.monotonic() > deadline:
+                raise ValueError(f"an answer not done within {SCHEMA_TIMEOUT_S:g} s")
+            return json.loads(body)
+    except RecursionError:
+        raise InstanceDied(index, f"the OpenEnv server's {url} is nested too deeply") from None
     except (urllib.error.URLError, OSError, ValueError) as exc:
         reason = getattr(exc, "reason", None) or exc
         raise InstanceDied(index, f"cannot read the OpenEnv server's {url}: {reason}") from None
@@ -210,7 +239,7 @@ class OpenEnvInstance(GameInstance):
         data = self._read_observation()
         observation = self._observation(data)
         reward = data.get("reward")
-        if reward is not None and (isinstance(reward, str) or not isinstance(reward, (int, float))):
+        if reward is not None and not _finite_number(reward):
             raise ProtocolViolation(self.index, f"the reward is not a number: {reward!r:.80}")
         self._steps += 1
         ended = bool(data.get("done"))
@@ -288,6 +317,8 @@ class OpenEnvInstance(GameInstance):
             raise ProtocolViolation(
                 self.index, f"a message that is not JSON: {text!r:.80}"
             ) from None
+        except RecursionError:
+            raise ProtocolViolation(self.index, "a message nested too deeply") from None
         if not isinstance(message, dict):
             raise ProtocolViolation(self.index, f"a message that is not an object: {text!r:.80}")
         return message

@@ -119,7 +119,7 @@ class OpenEnvSpaces:
             value = fields.get(field.name)
             items: list[Any] = value if isinstance(value, list) else [value]
             # bool is an int: a boolean field is read as 0 or 1.
-            if len(items) != field.size or not all(isinstance(v, int | float) for v in items):
+            if len(items) != field.size or not all(_finite(v) for v in items):
                 raise SchemaError(
                     f"observation field {field.name!r} is {value!r:.80}, its schema says "
                     f"{field.size} number(s)"
@@ -130,6 +130,16 @@ class OpenEnvSpaces:
     def action(self, keyed: dict[str, Any]) -> dict[str, Any]:
         """The OpenEnv action (its fields) of one agent's action dict by key."""
         return {field.name: field.value(keyed[field.name]) for field in self.actions}
+
+
+def _finite(value: Any) -> bool:
+    """A number a float holds finitely (bool is an int: a boolean field reads as 0 or 1)."""
+    if not isinstance(value, int | float):
+        return False
+    try:
+        return math.isfinite(float(value))
+    except OverflowError:  # a 400-digit integer
+        return False
 
 
 def _resolve(schema: dict[str, Any], part: Any) -> Any:
@@ -251,6 +261,19 @@ def spaces_of(schemas: Any, override: dict[str, Any] | None = None) -> OpenEnvSp
     :param override: ``{"action": {field: schema or null}, "observation": {...}}``.
     :raises SchemaError: naming the first field that cannot be mapped.
     """
+    try:
+        return _spaces_of(schemas, override)
+    except SchemaError:
+        raise
+    except RecursionError:
+        raise SchemaError("the schema is nested too deeply to map") from None
+    except (TypeError, AttributeError, ValueError, KeyError) as exc:
+        # A part of another type than JSON Schema gives it (a list for an object, text
+        # for a number): one named fault, whichever part it is.
+        raise SchemaError(f"the schema has a part of an unexpected kind ({exc})") from None
+
+
+def _spaces_of(schemas: Any, override: dict[str, Any] | None) -> OpenEnvSpaces:
     if not isinstance(schemas, dict):
         raise SchemaError("the server's /schema is not an object")
     override = override or {}

@@ -301,10 +301,26 @@ class GameVecEnv(VecEnv):
         return infos
 
     def _restart(self, index: int, fault: BridgeError) -> dict[str, np.ndarray]:
-        """Replace a faulty instance with a fresh one on the same port and reset it.
+        """Replace a faulty instance with a fresh one on the same port and reset it; a
+        relaunch that fails is one more restart, within the same limit (a loop, so
+        relaunches that keep failing end at the limit, never in recursion).
 
         :raises TooManyRestarts: past the per-minute limit (naming the instance, the
             fault and the game's last output).
+        """
+        while True:
+            self._count_restart(index, fault)
+            try:
+                return self._relaunch(index)
+            except Interrupted:
+                raise
+            except BridgeError as relaunch:
+                fault = relaunch
+
+    def _count_restart(self, index: int, fault: BridgeError) -> None:
+        """Note a restart of ``index`` and close the old instance.
+
+        :raises TooManyRestarts: past the per-minute limit.
         """
         now = time.monotonic()
         old = self.instances[index]
@@ -319,14 +335,11 @@ class GameVecEnv(VecEnv):
             )
         old.faulted = True
         close_instances([old])
+
+    def _relaunch(self, index: int) -> dict[str, np.ndarray]:
+        """A fresh instance ``index``, checked against the first one's spaces and reset."""
         port = self.config.port_of(index)
-        try:
-            started, infos = launch_instances(self.config, [index])
-        except Interrupted:
-            raise
-        except BridgeError as relaunch:
-            # A failed relaunch is one more restart, within the same limit.
-            return self._restart(index, relaunch)
+        started, infos = launch_instances(self.config, [index])
         if self.config.port_of(index) != port:
             self.port_moves.append((index, port, self.config.port_of(index)))
         fresh = started[0]
@@ -339,11 +352,6 @@ class GameVecEnv(VecEnv):
                 )
             fresh.send({"type": "reset"})
             decoded = self._read_reset(fresh)
-        except BridgeError as relaunch:
-            close_instances([fresh])
-            if isinstance(relaunch, Interrupted):
-                raise
-            return self._restart(index, relaunch)
         except BaseException:
             close_instances([fresh])
             raise

@@ -399,3 +399,57 @@ def test_lander_serve_refuses_an_address_no_server_should_take(
     from tests.test_files_from_elsewhere import one_line_error
 
     one_line_error(lander(tmp_path, "serve", "stroke", *args, timeout=60), said)
+
+
+@pytest.fixture
+def hostile_server(tmp_path: Path) -> Iterator[Callable[[str], str]]:
+    """``tests/games/hostile_openenv.py --mode MODE`` on a free port; returns its URL once
+    it listens."""
+    started: list[subprocess.Popen[str]] = []
+
+    def start(mode: str) -> str:
+        port = find_free_port_block(1)
+        process = subprocess.Popen(
+            [sys.executable, str(GAMES_DIR / "hostile_openenv.py"), "--port", str(port),
+             "--mode", mode],
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        )  # fmt: skip
+        started.append(process)
+        assert process.stdout is not None
+        assert process.stdout.readline().strip() == "listening"
+        return f"http://127.0.0.1:{port}"
+
+    yield start
+    for process in started:
+        process.kill()
+        process.wait(timeout=10)
+
+
+@pytest.mark.parametrize(
+    ("mode", "named"),
+    [
+        ("endless-schema", "an answer over 4,194,304 bytes"),
+        ("trickle-schema", "an answer not done within 10 s"),
+        ("nested-schema", "nested too deeply"),
+        ("bignum-reward", "the reward is not a number"),
+        ("nested-obs", "a message nested too deeply"),
+    ],
+)
+def test_a_hostile_openenv_server_is_a_named_fault_in_bounded_time_and_memory(
+    hostile_server: Callable[[str], str], mode: str, named: str
+) -> None:
+    """Issue 46, finding 5: a /schema that never ends, trickles or nests 100,000 deep, and
+    steps whose reward is a 400-digit integer or whose observation nests 100,000 deep, are
+    each a named fault (the steps' restarted, within the limit, never recursively) within
+    the deadlines: no MemoryError, RecursionError or hang."""
+    url = hostile_server(mode)
+    started = time.monotonic()
+    with pytest.raises(BridgeError, match=named):
+        env = _env(url, sessions=1, read_timeout=5.0)
+        try:
+            env.reset()
+            for _ in range(10):
+                env.step(np.zeros((1, 1), dtype=np.float32))
+        finally:
+            env.close()
+    assert time.monotonic() - started < 60

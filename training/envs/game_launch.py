@@ -12,6 +12,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from game_bridge.file_input import read_bounded
 from game_bridge.instance import GameInstance
 from game_bridge.launcher import (
     LaunchConfig,
@@ -22,7 +23,7 @@ from game_bridge.launcher import (
 )
 from game_bridge.spaces import EnvInfo
 from games import launch_settings
-from training.config import ConfigError, TrainConfig
+from training.config import MAX_SETTINGS_BYTES, ConfigError, TrainConfig
 
 
 def game_launch(game: str, game_bin: str | Path | None) -> dict[str, Any]:
@@ -77,8 +78,10 @@ def openenv_override(path: str | None) -> dict[str, Any] | None:
     if path is None:
         return None
     try:
-        override = json.loads(Path(path).read_text())
-    except (OSError, ValueError) as exc:
+        override = json.loads(read_bounded(Path(path), MAX_SETTINGS_BYTES))
+    except OSError as exc:  # missing, a folder, a FIFO, /dev/zero, too large
+        raise ConfigError(f"--openenv-schema {path}: {exc.strerror or exc}") from None
+    except (ValueError, RecursionError) as exc:
         raise ConfigError(f"--openenv-schema {path}: cannot read it as JSON ({exc})") from None
     if not isinstance(override, dict) or not all(
         key in ("action", "observation") and isinstance(value, dict)
@@ -87,6 +90,13 @@ def openenv_override(path: str | None) -> dict[str, Any] | None:
         raise ConfigError(
             f'--openenv-schema {path}: expected {{"action": {{...}}, "observation": {{...}}}}'
         )
+    for part, fields in override.items():
+        for name, schema in fields.items():
+            if schema is not None and not isinstance(schema, dict):
+                raise ConfigError(
+                    f"--openenv-schema {path}: {part} field {name!r} must be a JSON Schema "
+                    f"object or null, got {schema!r:.60}"
+                )
     return override
 
 
