@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from pathlib import Path
 
 import numpy as np
@@ -173,6 +174,16 @@ def test_self_play_on_a_game_with_one_side_is_one_line_and_leaves_nothing(tmp_pa
         and "Traceback" not in missing.stderr
     )
     assert not (tmp_path / "logs" / "two").exists()
+    # A bot of another game (the lander's: 7 values observed) is refused as the games
+    # open, before any run is written (issue 46, finding 7).
+    other_game = Path(__file__).resolve().parent / "fixtures" / "old_layout" / "bots" / "old1.json"
+    wrong = lander(tmp_path, "train", "three", "--game", "duel", "--self-play", "--opponent",
+                   str(other_game), "--no-git", "--port", str(find_free_port_block(2)),
+                   "--n-parallel", "2", timeout=120)  # fmt: skip
+    assert wrong.returncode == 1 and "Traceback" not in wrong.stderr, wrong.stderr
+    assert "the bot observes 7 values" in wrong.stderr
+    assert not (tmp_path / "logs" / "three").exists()
+    assert not (tmp_path / "checkpoints" / "three").exists()
     match = lander(tmp_path, "match", "nope.json", "nope.json", timeout=60)
     assert match.returncode == 1 and "nope.json" in match.stderr and "Traceback" not in match.stderr
 
@@ -190,3 +201,25 @@ def test_tiers_are_spread_by_rating_from_the_weakest_to_the_final_model() -> Non
     ]
     five = [c.name for _, c in pick(found, ["a", "b", "c", "d", "e"])]
     assert five == ["s0", "s1", "s2", "s3", "final"]
+
+
+def test_a_damaged_snapshot_is_left_out_of_the_pool_with_one_warning(tmp_path: Path) -> None:
+    """Issue 46, finding 7: a resume over snapshots cut short by a crash (or edited) goes
+    on: each damaged one is named once and left out of the pool; no UnpicklingError."""
+    port = str(find_free_port_block(2))
+    flags = ["--self-play", "--snapshot-every", "512", "--snapshot-window", "3", "--no-git",
+             "--port", port, *SMALL_DUEL]  # fmt: skip
+    first = lander(tmp_path, "train", "pool", "--timesteps", "2048", *flags, timeout=300)
+    assert first.returncode == 0, first.stdout + first.stderr
+    snapshots = sorted((tmp_path / "checkpoints" / "pool" / "snapshots").glob("snap_*.pt"))
+    assert len(snapshots) >= 2
+    for damaged in snapshots[1:]:
+        damaged.write_bytes(damaged.read_bytes()[:50])  # cut short, as by a crash
+    again = lander(tmp_path, "train", "pool", "--resume", "pool", "--timesteps", "1024",
+                   *flags, timeout=300)  # fmt: skip
+    output = again.stdout + again.stderr
+    assert again.returncode == 0 and "Traceback" not in output, output
+    text = " ".join(output.split())  # the console wraps long lines
+    named = re.findall(r"snapshot (\S+) does not load \(.*?\); left out of the pool", text)
+    assert named and text.count("does not load") == len(named), output
+    assert len(named) == len(set(named)) and set(named) <= {str(p) for p in snapshots[1:]}

@@ -21,6 +21,7 @@ from stable_baselines3.common.vec_env import (
 )
 from stable_baselines3.common.vec_env.base_vec_env import VecEnvObs, VecEnvStepReturn
 
+from game_bridge.bot_runner import BotFormatError, BotRunner
 from game_bridge.frame_stack import FrameStack
 from game_bridge.vec_env import GameVecEnv
 from games import gym_env_factory
@@ -67,6 +68,8 @@ def make_vec_env(
                     "--opponent plays one fixed bot for the other sides; this game's sides "
                     "have their own spaces and each trains a model: drop --opponent"
                 )
+            if config.opponent is not None:
+                check_opponent_fits(Path(config.opponent), env)
         except BaseException:
             env.close()
             raise
@@ -126,6 +129,27 @@ def _stacked_space(space: spaces.Space[Any], frames: int) -> spaces.Box:
 
 
 Wrapped = TypeVar("Wrapped", bound=VecEnv)
+
+
+def check_opponent_fits(path: Path, view: VecEnv) -> None:
+    """``--opponent``'s bot plays the other sides: its observation and action must be the
+    game's, checked while the games open, before any run is written.
+
+    :raises ConfigError: a bot of another game's sizes (or an unreadable bot).
+    """
+    try:
+        bot = BotRunner.from_file(path)
+    except BotFormatError as exc:
+        raise ConfigError(f"--opponent: {exc}") from None
+    observed = int(np.prod(view.observation_space.shape or (1,)))
+    space = view.action_space
+    box = isinstance(space, spaces.Box)
+    acted = int(np.prod(space.shape or (1,))) if box else bot.action_size
+    if bot.obs_size != observed or bot.action_size != acted:
+        raise ConfigError(
+            f"--opponent {path}: the bot observes {bot.obs_size} values and acts with "
+            f"{bot.action_size}; this game's sides observe {observed} and act with {acted}"
+        )
 
 
 def wrapped_env(env: VecEnv, kind: type[Wrapped]) -> Wrapped | None:

@@ -20,6 +20,7 @@ from __future__ import annotations
 import copy
 import io
 import math
+import pickle
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -108,8 +109,16 @@ class SnapshotPool:
     :param side: the side, or None for the run's own side (whose names have no prefix).
     """
 
-    def __init__(self, folder: Path, config: TrainConfig, side: str | None = None) -> None:
-        self.folder, self.config = folder, config
+    def __init__(
+        self,
+        folder: Path,
+        config: TrainConfig,
+        side: str | None = None,
+        warn: Callable[[str], None] = lambda line: None,
+    ) -> None:
+        self.folder, self.config, self.warn = folder, config, warn
+        self.damaged: set[Path] = set()
+        """Snapshots that would not load: left out of the window, said once each."""
         self.prefix = f"{side}:" if side is not None else ""
         self.learner = LEARNER + (f":{side}" if side is not None else "")
         """The rating name of the model whose snapshots these are."""
@@ -143,8 +152,21 @@ class SnapshotPool:
         return ordinal == 0 or ordinal & (ordinal - 1) == 0
 
     def window(self) -> list[Path]:
-        """The snapshots that may be the opponent: the newest ``--snapshot-window``."""
-        return self.snapshots()[-self.config.snapshot_window :]
+        """The snapshots that may be the opponent: the newest ``--snapshot-window`` that load."""
+        loadable = [path for path in self.snapshots() if path not in self.damaged]
+        return loadable[-self.config.snapshot_window :]
+
+    def load(self, path: Path, policy: Any) -> bool:
+        """Load snapshot ``path`` into ``policy``; a damaged one (cut short, edited, of
+        another shape) is dropped from the pool with one warning: False."""
+        try:
+            policy.load_state_dict(torch.load(path, map_location="cpu", weights_only=True))
+            return True
+        except (OSError, RuntimeError, ValueError, EOFError, pickle.UnpicklingError) as exc:
+            self.damaged.add(path)
+            why = str(exc).splitlines()[0][:80] if str(exc) else type(exc).__name__
+            self.warn(f"self-play: snapshot {path} does not load ({why}); left out of the pool")
+            return False
 
     def choose(self, rng: np.random.Generator) -> Path | None:
         """The next opponent: the newest snapshot with probability ``--play-latest``, else
@@ -217,10 +239,16 @@ class SelfPlayPool(BaseCallback):
         """The next opponent, from the rival side's snapshots (the learner's own for a
         game whose sides share one policy)."""
         pool = self.rival[0] if self.rival is not None else self.own
-        chosen = pool.choose(self.rng)
+        while (chosen := pool.choose(self.rng)) is not None and not pool.load(chosen, self._frozen):
+            pass  # a damaged snapshot is out of the window now: draw again
         if chosen is None:
-            return
-        self._frozen.load_state_dict(torch.load(chosen, map_location="cpu", weights_only=True))
+            if self.env.opponent is not None or self._last_swap == -math.inf:
+                return
+            # Every snapshot was damaged: the model frozen now, as at a run's first turn.
+            model = self.rival[1] if self.rival is not None else self.model
+            chosen = pool.take(model.policy, model.num_timesteps, self.ratings)
+            if not pool.load(chosen, self._frozen):
+                return
         name = pool.name_of(chosen)
         self.ratings.table.setdefault(name, self.ratings.of(self.learner))
         self.env.opponent = SnapshotOpponent(name, self._frozen, self.env.normalize)

@@ -130,6 +130,7 @@ def self_play_callbacks(
     partner: tuple[str, SideModel] | None,
     stopped: Callable[[], bool],
     checkpoints: Callable[[Path, VecNormalize | None], BaseCallback],
+    warn: Callable[[str], None] = lambda line: None,
 ) -> list[BaseCallback]:
     """The callbacks of a self-play run: the pool of the run's own side, and for a game
     whose sides have their own spaces the other side's turns (its pool, its checkpoints
@@ -140,9 +141,10 @@ def self_play_callbacks(
     :param stopped: True once the run was asked to stop (the other side's turn ends too).
     :param checkpoints: the session's checkpoint callback for a folder and its normaliser
         (the other side's checkpoints rotate as the run's own do).
+    :param warn: says a damaged snapshot was left out of a pool.
     """
     ratings = Ratings(state)
-    mine = SnapshotPool(paths.snapshots, config)
+    mine = SnapshotPool(paths.snapshots, config, warn=warn)
     pools: list[SelfPlayPool] = []
 
     def save() -> None:
@@ -162,7 +164,7 @@ def self_play_callbacks(
         pools.append(SelfPlayPool(config, own.view, mine, ratings, save, config.seed))
         return list(pools)
     side, other = partner
-    theirs = SnapshotPool(paths.side_checkpoints(side) / "snapshots", config, side)
+    theirs = SnapshotPool(paths.side_checkpoints(side) / "snapshots", config, side, warn)
     own.view.normalize, other.view.normalize = other.normalize(), own.normalize()
     pools.append(
         SelfPlayPool(config, own.view, mine, ratings, save, config.seed, (theirs, other.model))

@@ -545,6 +545,7 @@ class TrainingSession:
             lambda folder, normalizer: RotatingCheckpoints(
                 folder, self.config.checkpoint_every, self.config.keep_checkpoints, normalizer
             ),
+            self.warn,
         )
 
     def live_publisher(self) -> PublishBot:
