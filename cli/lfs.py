@@ -15,6 +15,7 @@ from pathlib import Path
 
 from cli.git_sync import open_repo
 from game_bridge.errors import LanderError
+from game_bridge.file_input import read_bounded
 
 ATTRIBUTES = ".gitattributes"
 LFS_PATTERNS = (
@@ -37,11 +38,15 @@ def attribute_lines() -> list[str]:
     return [f"{pattern} {LFS_RULE}" for pattern in LFS_PATTERNS]
 
 
+MAX_ATTRIBUTES_BYTES = 2**20
+"""A ``.gitattributes`` larger than this is not read (lander's lines are a few)."""
+
+
 def uses_lfs(root: Path) -> bool:
     """True when the checkout's ``.gitattributes`` sends lander's files to LFS."""
     try:
-        text = (root / ATTRIBUTES).read_text()
-    except OSError:
+        text = read_bounded(root / ATTRIBUTES, MAX_ATTRIBUTES_BYTES).decode(errors="replace")
+    except OSError:  # none, or not a regular file (a link to /dev/zero from a clone)
         return False
     return any(line.strip() in text.splitlines() for line in attribute_lines())
 
@@ -50,7 +55,7 @@ def write_attributes(root: Path) -> bool:
     """Add the missing LFS lines to ``.gitattributes`` (keeping the user's own); return
     True when the file changed."""
     path = root / ATTRIBUTES
-    existing = path.read_text() if path.exists() else ""
+    existing = read_bounded(path, MAX_ATTRIBUTES_BYTES).decode() if path.exists() else ""
     lines = existing.splitlines()
     missing = [line for line in attribute_lines() if line not in lines]
     if not missing:

@@ -16,6 +16,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from urllib.parse import urlparse
 
+from game_bridge.bot_runner import MAX_BOT_BYTES
+from game_bridge.file_input import read_bounded
 from games.spec import GameEntry
 from training.demos.files import MAX_DEMO_BYTES, DemoError, load_demos
 from training.runs.local_state import live_bot_path
@@ -90,8 +92,8 @@ def _handler(
             path = urlparse(self.path).path
             if path == "/bot":
                 try:
-                    body = source().read_bytes()
-                except OSError:
+                    body = read_bounded(source(), MAX_BOT_BYTES)
+                except OSError:  # none yet, or no regular file (a link to /dev/zero)
                     self.send_error(404, "no bot yet")
                     return
                 self._reply(body, "application/json")
