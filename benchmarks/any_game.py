@@ -23,6 +23,8 @@ run that never got there counts as never) and zoo / lander (0 where lander never
     .venv/bin/python benchmarks/any_game.py --envs CartPole-v1,Pendulum-v1 --seeds 1
     .venv/bin/python benchmarks/any_game.py --settings '{"normalize_rewards": false}'  # a candidate
     .venv/bin/python benchmarks/any_game.py --table a.json b.json  # --out files, merged
+    .venv/bin/python benchmarks/any_game.py --envs BipedalWalker-v3 --sides zoo --out z.json
+        # a long environment's sides apart (each on a quiet box), merged by --table
 """
 
 from __future__ import annotations

@@ -284,3 +284,31 @@ def test_each_session_takes_its_adaptive_kl_and_starts_from_its_learning_rate() 
     assert model.desired_kl == 0.03 and model.adaptive_lr is None
     _with_collector(model, TrainConfig())
     assert model.desired_kl is None  # the default: a constant step
+
+
+def test_max_std_holds_the_action_std_and_each_session_takes_it() -> None:
+    """``--max-std``: with an entropy bonus that pushes the std up, the std of an
+    unbounded run grows past 1; with max_std 1 it is held at or under 1 after every update
+    (numpy and SB3 updates alike), and a session sets or clears it."""
+    from training.config import TrainConfig
+    from training.session.trainer import _with_collector
+
+    free = _model(discrete=False, ent_coef=0.5)
+    free.learn(2048)
+    assert float(free.policy.log_std.exp().max()) > 1.05  # the bonus grows it unbounded
+    held = _model(discrete=False, ent_coef=0.5)
+    _with_collector(held, TrainConfig(max_std=1.0))
+    assert held.max_std == 1.0
+    held.learn(2048)
+    assert float(held.policy.log_std.exp().max()) <= 1.0 + 1e-6
+    _with_collector(held, TrainConfig(max_std=0.0))
+    assert held.max_std is None  # 0: no limit
+
+
+def test_a_run_recorded_before_max_std_resumes_without_a_limit() -> None:
+    """A run.json written before ``--max-std`` existed trained without one: so it resumes."""
+    from training.config import TrainConfig, from_dict
+
+    saved = TrainConfig().to_dict()
+    del saved["max_std"]
+    assert from_dict(saved, "run.json").max_std == 0.0

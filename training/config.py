@@ -253,6 +253,18 @@ class TrainConfig:
         high=1,
         panel="PPO",
     )
+    # A Gaussian policy's actions are clipped to the game's bounds ([-1, 1] as lander
+    # rescales them): past a std of 1 more spread only piles actions on the bounds, and the
+    # policy gradient (and the entropy bonus) can keep growing it there. On BipedalWalker
+    # the std went from 0.62 to 2.8 by 1.5M steps (and to 7.5 with the step size adapted
+    # down to 1e-5) while the reward fell from 215 to 130: the walker turned bang-bang.
+    max_std: float = setting(
+        0.0,
+        help="Largest action std a Gaussian policy may reach (continuous actions span [-1, 1]; "
+        "held there after every update; 0: no limit).",
+        low=0,
+        panel="PPO",
+    )
     # A game may train best with another (games/*/entry.py train_defaults: the bundled
     # lander takes 32); 64 suits games with rewards that come late.
     n_steps: int = setting(
@@ -707,9 +719,14 @@ def apply_overrides(base: TrainConfig, overrides: dict[str, Any], source: str) -
     return TrainConfig(**{**current, **checked})
 
 
+RECORDED_BEFORE: dict[str, Any] = {"adaptive_kl": 0.0, "max_std": 0.0}
+"""Settings added after runs were recorded, with what those runs trained with: a record
+without the key resumes as it trained, whatever the default has become since."""
+
+
 def from_dict(values: dict[str, Any], source: str) -> TrainConfig:
     """Rebuild a config saved by :meth:`TrainConfig.to_dict` (older keys are refused)."""
-    return apply_overrides(TrainConfig(), values, source)
+    return apply_overrides(TrainConfig(), {**RECORDED_BEFORE, **values}, source)
 
 
 def load_config_file(path: Path) -> dict[str, Any]:

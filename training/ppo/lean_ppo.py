@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import copy
 import functools
+import math
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -89,6 +90,23 @@ class LeanPPO(PPO):
             super().train()
             if self.desired_kl is not None:
                 self.adapt_learning_rate(float(self.logger.name_to_value["train/approx_kl"]))
+        self.bound_std()
+
+    # -- the largest action std (--max-std) -------------------------------------------------
+
+    max_std: float | None = None
+    """The largest std a Gaussian policy's actions may have (None: no limit)."""
+
+    def bound_std(self) -> None:
+        """Hold a state-independent ``log_std`` at or under ``log(max_std)`` after an update
+        (a projection, as a clipped parameter is): the moments of Adam stay as they are."""
+        log_std = getattr(self.policy, "log_std", None)
+        if self.max_std is None or not isinstance(log_std, torch.nn.Parameter):
+            return
+        if getattr(self.policy, "use_sde", False):
+            return  # gSDE's log_std is a matrix of exploration weights, not a std
+        with torch.no_grad():
+            log_std.clamp_(max=math.log(self.max_std))
 
     # -- the adaptive step size (--adaptive-kl) ------------------------------------------
 

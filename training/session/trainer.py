@@ -625,11 +625,13 @@ def _build_model(
 
 def _with_collector(model: PPO, config: TrainConfig) -> PPO:
     """``--collector async`` makes the lean loop play each rollout ahead of the update;
-    ``--adaptive-kl`` adapts its step size (from ``--learning-rate``, each session)."""
+    ``--adaptive-kl`` adapts its step size (from ``--learning-rate``, each session) and
+    ``--max-std`` bounds the action std (each session)."""
     if isinstance(model, LeanPPO):
         model.asynchronous = config.collector == "async"
         model.desired_kl = config.adaptive_kl or None
         model.adaptive_lr = None
+        model.max_std = config.max_std or None
     return model
 
 
