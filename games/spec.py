@@ -24,6 +24,7 @@ BUNDLED_TUNING: dict[str, Any] = {
     "normalize_observations": False,
     "normalize_rewards": False,
     "adaptive_kl": 0.0,
+    "std_regrowth": 0.0,
 }
 """The settings lander's own games were tuned and measured with (time to reward 200 on the
 lander, the stroke and duel tests' scores), which they keep in their ``train_defaults``:

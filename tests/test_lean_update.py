@@ -283,7 +283,9 @@ def test_each_session_takes_its_adaptive_kl_and_starts_from_its_learning_rate() 
     _with_collector(model, TrainConfig(adaptive_kl=0.03))
     assert model.desired_kl == 0.03 and model.adaptive_lr is None
     _with_collector(model, TrainConfig())
-    assert model.desired_kl is None  # the default: a constant step
+    assert model.desired_kl == 0.01  # the general default
+    _with_collector(model, TrainConfig(adaptive_kl=0.0))
+    assert model.desired_kl is None  # 0: a constant step (the bundled games' own)
 
 
 def test_max_std_holds_the_action_std_and_each_session_takes_it() -> None:
@@ -312,3 +314,26 @@ def test_a_run_recorded_before_max_std_resumes_without_a_limit() -> None:
     saved = TrainConfig().to_dict()
     del saved["max_std"]
     assert from_dict(saved, "run.json").max_std == 0.0
+
+
+def test_std_regrowth_lets_the_std_shrink_but_not_grow_back() -> None:
+    """``--std-regrowth 1``: an entropy bonus pushing the std up moves it no higher than
+    where the session started (the lowest so far), while a bonus pulling it down (a
+    negative one) lets it fall; the lowest is kept per session."""
+    from training.config import TrainConfig
+    from training.session.trainer import _with_collector
+
+    held = _model(discrete=False, ent_coef=0.5)
+    _with_collector(held, TrainConfig(std_regrowth=1.0, max_std=0.0))
+    start = held.policy.log_std.detach().clone()
+    held.learn(2048)
+    assert bool((held.policy.log_std <= start + 1e-6).all())
+    falling = _model(discrete=False, ent_coef=-0.5)
+    _with_collector(falling, TrainConfig(std_regrowth=1.0, max_std=0.0))
+    before = falling.policy.log_std.detach().clone()
+    falling.learn(2048)
+    assert bool((falling.policy.log_std < before - 0.05).all())
+    lowest = falling.lowest_log_std
+    assert lowest is not None and bool((falling.policy.log_std <= lowest + 1e-6).all())
+    _with_collector(falling, TrainConfig(std_regrowth=0.0))
+    assert falling.std_regrowth is None and falling.lowest_log_std is None

@@ -172,3 +172,7 @@ def test_a_run_recorded_before_the_adaptive_step_size_resumes_with_a_constant_on
     assert from_dict(saved, "run.json").adaptive_kl == 0.0
     adaptive = TrainConfig(adaptive_kl=0.03).to_dict()
     assert from_dict(adaptive, "run.json").adaptive_kl == 0.03  # a run that chose it keeps it
+    del saved["std_regrowth"], saved["max_std"]
+    older = from_dict(saved, "run.json")
+    assert older.std_regrowth == 0.0 and older.max_std == 0.0  # as it trained
+    assert TrainConfig().std_regrowth == 1.0 and TrainConfig().adaptive_kl == 0.01

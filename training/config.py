@@ -238,30 +238,40 @@ class TrainConfig:
         resumable=True,
         panel="PPO",
     )
-    # rsl_rl's adaptive rule, bounded above by the learning rate, for long runs: a step
-    # that shrinks when an update moves the policy too far kept BipedalWalker at 190-212 to
-    # 2.1M steps where a constant 0.002 reached 215 and fell to -111. Not the default: at
-    # 0.03 LunarLanderContinuous's best was 154 against 207 at a constant step (one seed
-    # each; Pendulum and LunarLander ran alike), and rsl_rl's own 0.01 and 0.02 lost more
-    # (docs/performance.md, "Games nobody tuned lander for").
+    # rsl_rl's adaptive rule, bounded above by the learning rate: a step that shrinks when
+    # an update moves the policy too far. A constant 0.002 lets each update move a
+    # sharpening policy further (BipedalWalker: approx_kl 0.02 early, 0.1-0.7 by 1.5M, the
+    # reward from 215 to 130); held near 0.01 (with the std's regrowth bounded, below) the
+    # walker reached 235.7 by 1.49M, and LunarLander its 200 by 164k steps where the
+    # constant step took 584k (docs/performance.md, "BipedalWalker-v3, the sixth").
     adaptive_kl: float = setting(
-        0.0,
+        0.01,
         help="KL from the rollout's policy each minibatch aims at: over twice it, the step "
         "size shrinks 1.5x, under half it grows 1.5x back towards --learning-rate, never "
-        "past it (rsl_rl's rule; 0.03 keeps a long run from collapsing; 0: a constant step).",
+        "past it (rsl_rl's rule; 0: a constant step).",
         low=0,
         high=1,
         panel="PPO",
     )
     # A Gaussian policy's actions are clipped to the game's bounds ([-1, 1] as lander
-    # rescales them): past a std of 1 more spread only piles actions on the bounds, and the
-    # policy gradient (and the entropy bonus) can keep growing it there. On BipedalWalker
-    # the std went from 0.62 to 2.8 by 1.5M steps (and to 7.5 with the step size adapted
-    # down to 1e-5) while the reward fell from 215 to 130: the walker turned bang-bang.
+    # rescales them): the policy gradient (and the entropy bonus) can gain by growing the
+    # std until the actions sit on the bounds. BipedalWalker's std went from 0.62 to 2.8
+    # by 1.5M steps at the constant step, and from 1.0 to 7.5 with the step adapted down to
+    # 1e-5: the walker turned bang-bang and fell. An absolute bound (--max-std 1) kept it
+    # at 216-224 to 5M, never 234 (0.5: 234 by 0.97M, but Pendulum never reached its mark);
+    # a std that may shrink freely but never grow back above its lowest (--std-regrowth 1)
+    # let the walker's std fall to 0.37 and reach 235.7 by 1.49M.
     max_std: float = setting(
         0.0,
         help="Largest action std a Gaussian policy may reach (continuous actions span [-1, 1]; "
         "held there after every update; 0: no limit).",
+        low=0,
+        panel="PPO",
+    )
+    std_regrowth: float = setting(
+        1.0,
+        help="How far a Gaussian policy's action std may grow back above the lowest it has "
+        "reached this session (1: never above it; 1.5: up to 1.5x; 0: no limit).",
         low=0,
         panel="PPO",
     )
@@ -719,7 +729,7 @@ def apply_overrides(base: TrainConfig, overrides: dict[str, Any], source: str) -
     return TrainConfig(**{**current, **checked})
 
 
-RECORDED_BEFORE: dict[str, Any] = {"adaptive_kl": 0.0, "max_std": 0.0}
+RECORDED_BEFORE: dict[str, Any] = {"adaptive_kl": 0.0, "max_std": 0.0, "std_regrowth": 0.0}
 """Settings added after runs were recorded, with what those runs trained with: a record
 without the key resumes as it trained, whatever the default has become since."""
 

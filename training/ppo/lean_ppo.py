@@ -84,6 +84,9 @@ class LeanPPO(PPO):
         """SB3's update: by :func:`~training.ppo.lean_update.lean_train` (the same arithmetic
         in numpy, in far fewer ops) for the MLP policies lander builds, else by SB3 (the
         adaptive step size then follows the update's mean KL, once per rollout)."""
+        log_std = getattr(self.policy, "log_std", None)
+        if self.std_regrowth is not None and self.lowest_log_std is None and log_std is not None:
+            self.lowest_log_std = log_std.detach().clone()  # the session's start
         if lean_update_fits(self, self.lean_rollouts()):
             lean_train(self, self.adapt_learning_rate if self.desired_kl is not None else None)
         else:
@@ -96,17 +99,30 @@ class LeanPPO(PPO):
 
     max_std: float | None = None
     """The largest std a Gaussian policy's actions may have (None: no limit)."""
+    std_regrowth: float | None = None
+    """How far the std may grow back above its lowest this session (None: no limit)."""
+    lowest_log_std: torch.Tensor | None = None
 
     def bound_std(self) -> None:
         """Hold a state-independent ``log_std`` at or under ``log(max_std)`` after an update
         (a projection, as a clipped parameter is): the moments of Adam stay as they are."""
         log_std = getattr(self.policy, "log_std", None)
-        if self.max_std is None or not isinstance(log_std, torch.nn.Parameter):
+        if (self.max_std is None and self.std_regrowth is None) or not isinstance(
+            log_std, torch.nn.Parameter
+        ):
             return
         if getattr(self.policy, "use_sde", False):
             return  # gSDE's log_std is a matrix of exploration weights, not a std
         with torch.no_grad():
-            log_std.clamp_(max=math.log(self.max_std))
+            if self.max_std is not None:
+                log_std.clamp_(max=math.log(self.max_std))
+            if self.std_regrowth is not None:
+                lowest = self.lowest_log_std
+                lowest = (
+                    log_std.detach().clone() if lowest is None else torch.minimum(lowest, log_std)
+                )
+                self.lowest_log_std = lowest
+                log_std.copy_(torch.minimum(log_std, lowest + math.log(self.std_regrowth)))
 
     # -- the adaptive step size (--adaptive-kl) ------------------------------------------
 

@@ -632,6 +632,8 @@ def _with_collector(model: PPO, config: TrainConfig) -> PPO:
         model.desired_kl = config.adaptive_kl or None
         model.adaptive_lr = None
         model.max_std = config.max_std or None
+        model.std_regrowth = config.std_regrowth or None
+        model.lowest_log_std = None
     return model
 
 
