@@ -101,6 +101,8 @@ class LaunchConfig:
     read_timeout: float = 30.0
     max_frame_bytes: int = protocol.DEFAULT_MAX_FRAME_BYTES
     output_dir: Path | None = None
+    temporary_output: bool = False
+    """The output folder is one lander made (no ``output_dir`` given): removed at close."""
     auto_port: bool = True
     fast_wire: bool = False
     fork_main: str | None = None
@@ -282,6 +284,9 @@ def start_instances(config: LaunchConfig, indices: list[int] | None = None) -> l
         )
     if config.output_dir is None:
         config.output_dir = Path(tempfile.mkdtemp(prefix="lander-games-"))
+        config.temporary_output = True
+    elif config.temporary_output:  # a config used again after its games closed
+        config.output_dir.mkdir(parents=True, exist_ok=True)
     chosen = list(range(config.n_instances)) if indices is None else indices
     instances = (
         _listen_all(config, chosen) if indices is None else [_listen_one(config, i) for i in chosen]

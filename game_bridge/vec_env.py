@@ -7,6 +7,7 @@ reply, so all games step in parallel while the trainer waits once.
 
 from __future__ import annotations
 
+import shutil
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -396,6 +397,10 @@ class GameVecEnv(VecEnv):
             return
         self._closed = True
         close_instances(self.instances)
+        if self.config.temporary_output and self.config.output_dir is not None:
+            # The games' output in a folder nobody named (an evaluation, a match): gone
+            # with them, not left in /tmp by every command that plays a game.
+            shutil.rmtree(self.config.output_dir, ignore_errors=True)
 
     def get_attr(self, attr_name: str, indices: Any = None) -> list[Any]:
         """Games have no Python attributes; ``render_mode`` is None, others are an error."""

@@ -175,3 +175,21 @@ def test_all_instances_start_together(tmp_path: Path, port_block: Callable[[int]
         assert max(starts) - min(starts) < 0.9
     finally:
         env.close()
+
+
+def test_games_of_a_config_without_an_output_folder_leave_nothing_in_tmp() -> None:
+    """An evaluation or a match launches games with no output folder named: their logs go
+    to a temporary folder, removed when the games close (and made again if the same
+    settings launch games once more)."""
+    from tests.conftest import lander_games
+
+    games = lander_games(2)
+    folder = games.config.output_dir
+    assert folder is not None and folder.is_dir() and games.config.temporary_output
+    games.reset()
+    games.close()
+    assert not folder.exists()
+    again = GameVecEnv(games.config)
+    again.reset()
+    again.close()
+    assert not folder.exists()
