@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import math
 import re
 import time
 import urllib.error
@@ -33,7 +32,7 @@ from typing import Any
 from game_bridge import protocol
 from game_bridge.errors import BridgeError, InstanceDied, ProtocolViolation
 from game_bridge.instance import POLL_SLICE_S, GameInstance
-from game_bridge.openenv_schema import OpenEnvSpaces, SchemaError, spaces_of
+from game_bridge.openenv_schema import OpenEnvSpaces, SchemaError, finite_number, spaces_of
 
 SCHEMA_TIMEOUT_S = 10.0
 """Seconds the server's ``/schema`` may take to answer."""
@@ -78,16 +77,6 @@ def http_url(base: str, route: str) -> str:
 
 MAX_SCHEMA_BYTES = 4 * 2**20
 """A ``/schema`` answer larger than this is a fault (a schema is a few KB)."""
-
-
-def _finite_number(value: Any) -> bool:
-    """A JSON number that is a finite float (a 400-digit integer is not one)."""
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return False
-    try:
-        return math.isfinite(float(value))
-    except OverflowError:
-        return False
 
 
 def fetch_schema(base: str, index: int | None = None) -> Any:
@@ -239,7 +228,7 @@ class OpenEnvInstance(GameInstance):
         data = self._read_observation()
         observation = self._observation(data)
         reward = data.get("reward")
-        if reward is not None and not _finite_number(reward):
+        if reward is not None and not finite_number(reward):
             raise ProtocolViolation(self.index, f"the reward is not a number: {reward!r:.80}")
         self._steps += 1
         ended = bool(data.get("done"))

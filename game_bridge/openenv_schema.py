@@ -119,7 +119,7 @@ class OpenEnvSpaces:
             value = fields.get(field.name)
             items: list[Any] = value if isinstance(value, list) else [value]
             # bool is an int: a boolean field is read as 0 or 1.
-            if len(items) != field.size or not all(_finite(v) for v in items):
+            if len(items) != field.size or not all(finite_number(v) for v in items):
                 raise SchemaError(
                     f"observation field {field.name!r} is {value!r:.80}, its schema says "
                     f"{field.size} number(s)"
@@ -132,8 +132,9 @@ class OpenEnvSpaces:
         return {field.name: field.value(keyed[field.name]) for field in self.actions}
 
 
-def _finite(value: Any) -> bool:
-    """A number a float holds finitely (bool is an int: a boolean field reads as 0 or 1)."""
+def finite_number(value: Any) -> bool:
+    """A JSON number a float holds finitely (a 400-digit integer is not one; bool is an
+    int: a boolean field or reward reads as 0 or 1), for every number a server sends."""
     if not isinstance(value, int | float):
         return False
     try:
