@@ -8,7 +8,7 @@ For each environment, each seed, the two sides alternate (the order flips every 
   settings of its ``hyperparams/ppo.yml`` and its budget ``n_timesteps``; its periodic
   evaluation is off (``--eval-freq -1``), which only makes it faster;
 - **lander**: ``lander train --game gym:ENV`` with nothing else set (the defaults a user
-  gets: 4 game instances of 8 copies over TCP), for at most the zoo's budget.
+  gets: 4 game instances of 4 copies over TCP), for at most the zoo's budget.
 
 Both log ``rollout/ep_rew_mean`` (the mean of the last 100 training episodes); lander's
 side reports it at every rollout's end with the clock since launch, the zoo's is read

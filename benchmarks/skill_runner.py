@@ -164,7 +164,7 @@ def _run_lander(args: argparse.Namespace) -> None:
         "checkpoint_every": 10**9,
         "port": args.port,
         "n_parallel": args.n_parallel,
-        "agents_per_instance": args.agents,
+        **({"agents_per_instance": args.agents} if args.agents is not None else {}),
         "speedup": args.speedup,
         "game_bin": args.binary,
         **json.loads(args.settings),
@@ -200,7 +200,7 @@ def _run_godot_rl(args: argparse.Namespace) -> None:
             seed=0,
             speedup=int(args.speedup),  # the example's --speedup is an int
             port=args.port,
-            agents=args.agents,
+            agents=args.agents or 8,
             **({"difficulty": args.difficulty} if args.difficulty is not None else {}),
         )
     env = VecMonitor(env)
@@ -231,7 +231,9 @@ def main() -> None:
     parser.add_argument("--stop-reward", type=float, default=None, help="stop once reached")
     parser.add_argument("--binary", default=None, help="game executable (lander: None = bundled)")
     parser.add_argument("--n-parallel", type=int, default=4)
-    parser.add_argument("--agents", type=int, default=8)
+    parser.add_argument(
+        "--agents", type=int, default=None, help="agents per instance (lander: the game's default)"
+    )
     parser.add_argument("--speedup", type=float, default=1000.0)
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--difficulty", type=int, default=None, help="godot-rl: a game argument")

@@ -18,6 +18,7 @@ import numpy as np
 from game_bridge.bot_runner import BotRunner
 
 BUNDLED_TUNING: dict[str, Any] = {
+    "agents_per_instance": 8,
     "gamma": 0.99,
     "gae_lambda": 0.95,
     "ent_coef": 0.0,

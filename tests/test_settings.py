@@ -163,6 +163,16 @@ def test_a_new_run_starts_from_its_games_tuned_settings(tmp_path: Path) -> None:
     assert rate(**camera, learning_rate=3e-4) == 3e-4
     assert rate(game_args={"observation": "vector"}) == 2e-3
 
+    # A game nobody tuned lander for gets 4 agents an instance; the bundled games their 8.
+    def agents(**overrides: Any) -> int:
+        return plan_training(
+            TrainRequest(tmp_path, "agents", overrides=overrides)
+        ).config.agents_per_instance
+
+    assert agents(game="gym:CartPole-v1") == TrainConfig().agents_per_instance == 4
+    assert agents() == agents(game="stroke") == 8
+    assert agents(agents_per_instance=2) == 2
+
 
 def test_a_run_recorded_before_the_adaptive_step_size_resumes_with_a_constant_one() -> None:
     from training.config import TrainConfig, from_dict
