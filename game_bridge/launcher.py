@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import selectors
+import shutil
 import socket
 import tempfile
 import time
@@ -268,7 +269,12 @@ def launch_instances(
     :raises BridgeError: a launch, connection or protocol fault, naming the instance.
     """
     instances = start_instances(config, indices)
-    return instances, connect_instances(instances, config)
+    try:
+        return instances, connect_instances(instances, config)
+    except BaseException:
+        if indices is None:  # a restart's folder is its running siblings' too
+            discard_output(config)
+        raise
 
 
 def start_instances(config: LaunchConfig, indices: list[int] | None = None) -> list[GameInstance]:
@@ -302,6 +308,8 @@ def start_instances(config: LaunchConfig, indices: list[int] | None = None) -> l
                 instance.start([*config.command, *config.arguments(instance.index)], output)
     except BaseException:
         close_instances(instances)
+        if indices is None:
+            discard_output(config)
         raise
     return instances
 
@@ -323,6 +331,14 @@ def connect_instances(instances: list[GameInstance], config: LaunchConfig) -> li
     except BaseException:
         close_instances(instances)
         raise
+
+
+def discard_output(config: LaunchConfig) -> None:
+    """Remove the output folder lander made for these games, once they are closed: an
+    evaluation's, a match's or a failed launch's output is not left in /tmp (a launch's
+    error message carries the output's last lines already)."""
+    if config.temporary_output and config.output_dir is not None:
+        shutil.rmtree(config.output_dir, ignore_errors=True)
 
 
 def close_instances(instances: list[GameInstance]) -> None:

@@ -7,7 +7,6 @@ reply, so all games step in parallel while the trainer waits once.
 
 from __future__ import annotations
 
-import shutil
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -19,7 +18,7 @@ from stable_baselines3.common.vec_env.base_vec_env import VecEnv, VecEnvObs, Vec
 from game_bridge import protocol
 from game_bridge.errors import BridgeError, Interrupted, ProtocolViolation
 from game_bridge.instance import GameInstance
-from game_bridge.launcher import LaunchConfig, close_instances, launch_instances
+from game_bridge.launcher import LaunchConfig, close_instances, discard_output, launch_instances
 from game_bridge.spaces import ActionCodec, EnvInfo, ObservationCodec, PaddedCodec
 
 _NUMBER_TYPES = frozenset((int, float))
@@ -397,10 +396,7 @@ class GameVecEnv(VecEnv):
             return
         self._closed = True
         close_instances(self.instances)
-        if self.config.temporary_output and self.config.output_dir is not None:
-            # The games' output in a folder nobody named (an evaluation, a match): gone
-            # with them, not left in /tmp by every command that plays a game.
-            shutil.rmtree(self.config.output_dir, ignore_errors=True)
+        discard_output(self.config)
 
     def get_attr(self, attr_name: str, indices: Any = None) -> list[Any]:
         """Games have no Python attributes; ``render_mode`` is None, others are an error."""

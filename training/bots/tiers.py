@@ -12,6 +12,7 @@ it again).
 from __future__ import annotations
 
 import math
+import pickle
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -73,9 +74,24 @@ def parse_tiers(text: str) -> list[str]:
     return names
 
 
-def candidates(paths: RunPaths, record: RunRecord, final: Path) -> list[Candidate]:
+def _loads(path: Path, console: Console | None) -> bool:
+    """Whether snapshot ``path`` reads as a state dict: a damaged one (cut short, edited,
+    from elsewhere) is left out of the tiers with one warning, as the pool leaves it out."""
+    try:
+        torch.load(path, map_location="cpu", weights_only=True)
+        return True
+    except (OSError, RuntimeError, ValueError, EOFError, pickle.UnpicklingError) as exc:
+        why = str(exc).splitlines()[0][:80] if str(exc) else type(exc).__name__
+        if console is not None:
+            console.print(f"[yellow]snapshot {path} does not load ({why}); left out[/]")
+        return False
+
+
+def candidates(
+    paths: RunPaths, record: RunRecord, final: Path, console: Console | None = None
+) -> list[Candidate]:
     """The run's models with their strength, weakest first (``final``, the model it
-    exports, last).
+    exports, last); snapshots that do not load are left out.
 
     :raises ExportError: a run on a game lander cannot rate (a ``--game-bin`` game that
         trained without self-play).
@@ -86,7 +102,7 @@ def candidates(paths: RunPaths, record: RunRecord, final: Path) -> list[Candidat
         found = [
             Candidate(path.stem, path, float(ratings.get(path.stem, 0.0)))
             for path in sorted(paths.snapshots.glob(SNAPSHOT_GLOB))
-            if path.stem in ratings
+            if path.stem in ratings and _loads(path, console)
         ]
         learner = Candidate("final", final, float(ratings.get(LEARNER, 0.0)))
         return [*sorted(found, key=lambda c: c.rating), learner]
@@ -155,14 +171,20 @@ def export_tiers(
         raise CheckpointError(f"run {paths.run!r} has no run.json to rank its models by")
     record = RunRecord.load(paths.run_json)
     final = find_resume_point(paths.root, paths.run, console).model
-    chosen = pick(candidates(paths, record, final), names)
+    chosen = pick(candidates(paths, record, final, console), names)
     tiers = []
     for name, candidate in chosen:
         source = candidate.path if candidate.path.suffix == ".zip" else final
         model, normalizer = load_for_inference(source)
         if candidate.path.suffix == ".pt":
             state = torch.load(candidate.path, map_location="cpu", weights_only=True)
-            model.policy.load_state_dict(state)
+            try:
+                model.policy.load_state_dict(state)
+            except RuntimeError as exc:  # a snapshot of another network's shape
+                first = str(exc).splitlines()[0][:120]
+                raise ExportError(
+                    f"snapshot {candidate.path} does not fit this run's policy ({first})"
+                ) from None
         rating: dict[str, Any] = (
             {"elo": candidate.rating}
             if record.extra.self_play is not None

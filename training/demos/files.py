@@ -24,6 +24,7 @@ from gymnasium import spaces
 from game_bridge.errors import LanderError
 from game_bridge.file_input import read_bounded
 from game_bridge.lfs_pointers import is_lfs_pointer, lfs_pointer_message
+from training.demos.json_walk import JsonWalker
 from training.runs.run_record import now_iso, write_bytes_atomic
 
 DEMO_FORMAT = "lander-demos"
@@ -133,37 +134,58 @@ def _episode(path: Path, index: int, obs: Any, actions: Any, rewards: Any) -> De
     return DemoEpisode(observations, acts, reward_array)
 
 
-def _plugin_episodes(path: Path, data: list[Any]) -> list[DemoEpisode]:
-    """The plugin's ``[[observations, actions], ...]``: its last observation is terminal."""
-    episodes = []
-    for index, item in enumerate(data):
-        if not (isinstance(item, list) and len(item) >= 2):
-            raise _fail(path, f"episode {index} is not [observations, actions]")
-        obs, actions = item[0], item[1]
-        if not isinstance(obs, list) or not isinstance(actions, list):
-            raise _fail(path, f"episode {index} is not [observations, actions]")
-        if len(obs) == len(actions) + 1:
-            obs = obs[:-1]  # the terminal observation: no action was taken there
-        episodes.append(_episode(path, index, obs, actions, None))
-    return episodes
+def _plugin_episode(path: Path, index: int, item: Any) -> DemoEpisode:
+    """One of the plugin's ``[observations, actions]``: its last observation is terminal."""
+    if not (isinstance(item, list) and len(item) >= 2):
+        raise _fail(path, f"episode {index} is not [observations, actions]")
+    obs, actions = item[0], item[1]
+    if not isinstance(obs, list) or not isinstance(actions, list):
+        raise _fail(path, f"episode {index} is not [observations, actions]")
+    if len(obs) == len(actions) + 1:
+        obs = obs[:-1]  # the terminal observation: no action was taken there
+    return _episode(path, index, obs, actions, None)
 
 
-def _lander_episodes(path: Path, data: dict[str, Any]) -> list[DemoEpisode]:
-    if data.get("version") != DEMO_VERSION:
-        raise _fail(path, f"version {data.get('version')!r} is not one lander reads")
-    raw = data.get("episodes")
-    if not isinstance(raw, list):
+def _lander_episode(path: Path, index: int, item: Any) -> DemoEpisode:
+    if not isinstance(item, dict):
+        raise _fail(path, f"episode {index} is not an object")
+    return _episode(path, index, item.get("observations"), item.get("actions"), item.get("rewards"))
+
+
+def _parse(path: Path, text: str) -> tuple[str, list[DemoEpisode], str | None]:
+    """The layout, the episodes and the game of a demo file's text, each episode made
+    numpy arrays as soon as it is read (:mod:`training.demos.json_walk`: the file's numbers
+    never all live as Python floats at once)."""
+    walker = JsonWalker(text)
+    start = walker.peek()
+    if start == "[":
+        episodes = [_plugin_episode(path, i, item) for i, item in enumerate(walker.items())]
+        walker.end()
+        return "plugin", episodes, None
+    if start != "{":
+        walker.value()
+        walker.end()
+        raise _fail(path, "is neither a Godot RL Agents demo array nor a lander demo file")
+    fields: dict[str, Any] = {}
+    lander_episodes: list[DemoEpisode] | None = None
+    for key in walker.members():
+        if key == "episodes" and walker.peek() == "[":
+            lander_episodes = [
+                _lander_episode(path, i, item) for i, item in enumerate(walker.items())
+            ]
+        else:
+            fields[key] = walker.value()
+            if key == "episodes":
+                lander_episodes = None  # the last of a repeated key counts, as in json.loads
+    walker.end()
+    if fields.get("format") != DEMO_FORMAT:
+        raise _fail(path, "is neither a Godot RL Agents demo array nor a lander demo file")
+    if fields.get("version") != DEMO_VERSION:
+        raise _fail(path, f"version {fields.get('version')!r} is not one lander reads")
+    if lander_episodes is None:
         raise _fail(path, "has no list of episodes")
-    episodes = []
-    for index, item in enumerate(raw):
-        if not isinstance(item, dict):
-            raise _fail(path, f"episode {index} is not an object")
-        episodes.append(
-            _episode(
-                path, index, item.get("observations"), item.get("actions"), item.get("rewards")
-            )
-        )
-    return episodes
+    game = fields.get("game")
+    return "lander", lander_episodes, game if isinstance(game, str) else None
 
 
 def load_demos(path: Path) -> Demos:
@@ -183,24 +205,19 @@ def load_demos(path: Path) -> Demos:
         raw = read_bounded(path, MAX_DEMO_BYTES)
     except OSError as exc:
         raise DemoError(f"cannot read demo file {str(path)!r}: {exc.strerror or exc}") from None
+    digest = hashlib.sha256(raw).hexdigest()
     try:
-        data = json.loads(raw)
+        text = raw.decode(json.detect_encoding(raw), "surrogatepass")
+        del raw  # the text is what is read from here on
+        layout, episodes, game = _parse(path, text)
     except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as exc:
         raise _fail(path, f"is not JSON ({exc})") from None
-    if isinstance(data, list):
-        layout, episodes, game = "plugin", _plugin_episodes(path, data), None
-    elif isinstance(data, dict) and data.get("format") == DEMO_FORMAT:
-        layout, episodes = "lander", _lander_episodes(path, data)
-        game = data.get("game") if isinstance(data.get("game"), str) else None
-    else:
-        raise _fail(path, "is neither a Godot RL Agents demo array nor a lander demo file")
     episodes = [episode for episode in episodes if episode.steps > 0]
     if not episodes:
         raise _fail(path, "holds no episode with a step in it")
     sizes = {episode.observations.shape[1] for episode in episodes}
     if len(sizes) > 1:
         raise _fail(path, f"its episodes' observations differ in size ({sorted(sizes)})")
-    digest = hashlib.sha256(raw).hexdigest()
     return Demos(path, digest, layout, episodes, game)
 
 

@@ -18,6 +18,7 @@ from game_bridge.launcher import (
     LaunchConfig,
     close_instances,
     connect_instances,
+    discard_output,
     game_command,
     start_instances,
 )
@@ -125,10 +126,15 @@ class EarlyGames:
         instances, self._instances = self._instances, None
         if instances is None:
             raise RuntimeError("the early games were taken or closed already")
-        return instances, connect_instances(instances, self.config)
+        try:
+            return instances, connect_instances(instances, self.config)
+        except BaseException:
+            discard_output(self.config)
+            raise
 
     def close(self) -> None:
         """Close the games unless they were taken (whoever took them closes them)."""
         if self._instances is not None:
             close_instances(self._instances)
+            discard_output(self.config)
             self._instances = None
