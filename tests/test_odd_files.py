@@ -160,13 +160,17 @@ def test_a_gitattributes_that_is_no_file_costs_nothing(tmp_path: Path) -> None:
 
 
 _PEAK_PROBE = """
-import resource, sys
+import sys
 from pathlib import Path
 from training.demos.files import load_demos
-before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+
+def peak():  # this process's own high-water mark (ru_maxrss keeps the forking parent's)
+    status = Path("/proc/self/status").read_text()
+    return int(status.split("VmHWM:")[1].split()[0]) * 1024
+
+before = peak()
 demos = load_demos(Path(sys.argv[1]))
-after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-print(demos.steps, (after - before) * 1024)
+print(demos.steps, peak() - before)
 """
 
 
@@ -174,8 +178,8 @@ print(demos.steps, (after - before) * 1024)
 def test_a_large_demo_file_is_read_in_about_twice_its_size(tmp_path: Path, layout: str) -> None:
     """Finding 6: a 300 MB demo file peaked at 2.4 GB (every number a Python float in a
     Python list before any array was made). Read an episode at a time, a 40 MB file of
-    either layout raises the reader's peak by less than 3.5 times its size (the bytes, the
-    text, the arrays); read whole it took about 8 times."""
+    either layout raises the reader's peak by less than 3 times its size (the bytes and the
+    text, then the arrays: 2.0 measured); read whole it took 8.5 times."""
     import json
     import subprocess
     import sys
@@ -184,8 +188,9 @@ def test_a_large_demo_file_is_read_in_about_twice_its_size(tmp_path: Path, layou
 
     rng = np.random.default_rng(0)
     steps, size = 1000, 20
-    observations = rng.uniform(-10, 10, (steps + 1, size)).tolist()
-    actions = rng.uniform(-1, 1, (steps, 2)).tolist()
+    # Numbers as a game prints them (a few digits each): what makes Python's floats costly.
+    observations = np.round(rng.uniform(-10, 10, (steps + 1, size)), 3).tolist()
+    actions = np.round(rng.uniform(-1, 1, (steps, 2)), 3).tolist()
     if layout == "plugin":
         one = json.dumps([observations, actions])
         head, tail = "[", "]"
@@ -206,4 +211,4 @@ def test_a_large_demo_file_is_read_in_about_twice_its_size(tmp_path: Path, layou
     assert probe.returncode == 0, probe.stderr
     loaded, peak = (int(value) for value in probe.stdout.split())
     assert loaded == copies * steps
-    assert peak < 3.5 * path.stat().st_size, (peak, path.stat().st_size)
+    assert peak < 3 * path.stat().st_size, (peak, path.stat().st_size)
