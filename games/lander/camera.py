@@ -22,8 +22,9 @@ FRAME_WIDTH = 48
 CHANNELS = 3
 FRAME_SHAPE = (CHANNELS, FRAME_HEIGHT, FRAME_WIDTH)
 CAMERA_KEY = "camera_2d"
-OBSERVATIONS = ("vector", "pixels")
-"""What a lander can see (``--observation``): its coordinates, or this camera."""
+OBSERVATIONS = ("vector", "pixels", "glimpse")
+"""What a lander can see (``--observation``): its coordinates, this camera, or its
+coordinates with the target shown only briefly after it moves (``GLIMPSE_S``)."""
 TRAIL_S = 0.25
 """How far back along its velocity the lander's trail is drawn, in game seconds."""
 _PIXELS_PER_UNIT = FRAME_WIDTH / WIDTH

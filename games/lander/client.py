@@ -44,7 +44,8 @@ class GameSettings:
     action_type: str = "continuous"
     difficulty: int = 1
     observation: str = "vector"
-    """``vector`` (7 coordinates) or ``pixels`` (a camera frame: games/lander/camera.py)."""
+    """``vector`` (7 coordinates), ``pixels`` (a camera frame: games/lander/camera.py) or
+    ``glimpse`` (the coordinates, the target hidden soon after it moves)."""
     bot: str = ""  # a bot JSON to play without a trainer
 
 
@@ -65,7 +66,9 @@ def parse_arguments(argv: list[str]) -> GameSettings:
     settings.bot = values.get("bot", "")
     settings.observation = values.get("observation", settings.observation)
     if settings.observation not in OBSERVATIONS:
-        raise ValueError(f"--observation must be vector or pixels, got {settings.observation!r}")
+        raise ValueError(
+            f"--observation must be vector, pixels or glimpse, got {settings.observation!r}"
+        )
     if settings.action_type not in ("continuous", "discrete"):
         raise ValueError(
             f"--action_type must be continuous or discrete, got {settings.action_type!r}"
@@ -87,6 +90,7 @@ class LanderGame:
             settings.action_repeat,
             self.discrete,
             settings.difficulty,
+            glimpse=settings.observation == "glimpse",
         )
         self.pacer = StepPacer.for_game(settings.action_repeat, TICKS_PER_SECOND, settings.speedup)
         self.fast = False  # set when the trainer offers lander's binary encoding

@@ -30,13 +30,14 @@ def _in_process_kwargs(game_args: GameArgs, action_repeat: int | None) -> dict[s
 
 def _record_name(game_args: GameArgs) -> str:
     """A harder lander is another game to champion, and so is the lander seen through
-    its camera (its bots read frames, not coordinates)."""
+    its camera (its bots read frames, not coordinates) or in glimpses (its bots must
+    remember where the target was)."""
     parts = []
     difficulty = str(game_args.get("difficulty", "1"))
     if difficulty != "1":
         parts.append(f"difficulty {difficulty}")
-    if game_args.get("observation") == "pixels":
-        parts.append("pixels")
+    if game_args.get("observation") in ("pixels", "glimpse"):
+        parts.append(str(game_args["observation"]))
     return f"lander ({', '.join(parts)})" if parts else "lander"
 
 
@@ -58,6 +59,7 @@ def _play(bot: BotRunner, options: PlayOptions) -> PlayResult:
         options.speed,
         flight,
         settings.pixels,
+        settings.glimpse,
     )
     lines: list[str] = []
     score = "no episode ended"

@@ -22,7 +22,8 @@ class LanderEnv(gym.Env[np.ndarray, Any]):
     :param action_type: ``"continuous"`` (main and lateral thrust in [-1, 1]) or ``"discrete"``.
     :param action_repeat: physics ticks per step.
     :param difficulty: see :data:`games.lander.physics.DIFFICULTY_LEVELS`.
-    :param observation: ``"vector"`` (coordinates) or ``"pixels"`` (games/lander/camera.py).
+    :param observation: ``"vector"`` (coordinates), ``"pixels"`` (games/lander/camera.py) or
+        ``"glimpse"`` (coordinates, the target hidden soon after it moves).
     """
 
     metadata: dict[str, Any] = {"render_modes": []}  # noqa: RUF012 (gymnasium's own convention)
@@ -37,7 +38,9 @@ class LanderEnv(gym.Env[np.ndarray, Any]):
         if action_type not in ("continuous", "discrete"):
             raise ValueError(f"action_type must be 'continuous' or 'discrete', got {action_type!r}")
         if observation not in OBSERVATIONS:
-            raise ValueError(f"observation must be 'vector' or 'pixels', got {observation!r}")
+            raise ValueError(
+                f"observation must be 'vector', 'pixels' or 'glimpse', got {observation!r}"
+            )
         self.discrete = action_type == "discrete"
         self.pixels = observation == "pixels"
         self.observation_space: spaces.Box = (
@@ -50,7 +53,9 @@ class LanderEnv(gym.Env[np.ndarray, Any]):
             if self.discrete
             else spaces.Box(-1.0, 1.0, (ACTION_SIZE,), np.float32)
         )
-        self.physics = LanderPhysics(1, None, action_repeat, self.discrete, difficulty)
+        self.physics = LanderPhysics(
+            1, None, action_repeat, self.discrete, difficulty, glimpse=observation == "glimpse"
+        )
 
     def reset(
         self, *, seed: int | None = None, options: dict[str, Any] | None = None

@@ -24,6 +24,8 @@ DRAG = 0.2
 HULL = 0.3
 """Half the lander's size: touching a boundary within this distance is a crash."""
 TARGET_PERIOD_S = 4.0
+GLIMPSE_S = 0.5
+"""With ``observation=glimpse``: how long a new target is shown before it is hidden."""
 EPISODE_S = 20.0
 SUCCESS_RADIUS = 1.0
 CLOSENESS_RANGE = 8.0
@@ -144,6 +146,7 @@ class LanderPhysics:
         action_repeat: int = 6,
         discrete: bool = False,
         difficulty: int = 1,
+        glimpse: bool = False,
     ) -> None:
         if n_agents < 1:
             raise ValueError(f"n_agents must be at least 1, got {n_agents}")
@@ -159,6 +162,7 @@ class LanderPhysics:
         period_s, self.gust = DIFFICULTY_LEVELS[difficulty]
         self.target_period_ticks = round(period_s * TICKS_PER_SECOND)
         self.episode_ticks = round(EPISODE_S * TICKS_PER_SECOND)
+        self.glimpse_ticks = round(GLIMPSE_S * TICKS_PER_SECOND) if glimpse else 0
         self.dt = 1.0 / TICKS_PER_SECOND
         self.rng = np.random.default_rng(seed)
         self._step_matrix = _StepMatrix.for_ticks(action_repeat, self.dt)
@@ -196,8 +200,8 @@ class LanderPhysics:
         self.target_timer[mask] = self.target_period_ticks
         self.ticks[mask] = 0
 
-    def observe(self) -> np.ndarray:
-        """Observations in [-1, 1], shape (K, 7).
+    def coordinates(self) -> np.ndarray:
+        """Observations in [-1, 1], shape (K, 7), the target always in view.
 
         ``[dx, dy, vx, vy, x, y, t]``: offset to the target, velocity, position in
         the arena (centre 0) and the time left before the target moves.
@@ -206,6 +210,17 @@ class LanderPhysics:
         np.minimum(obs, 1.0, out=obs)  # not np.clip: its Python wrapper costs more than both
         np.maximum(obs, -1.0, out=obs)
         return obs.astype(np.float32)
+
+    def observe(self) -> np.ndarray:
+        """What the agents see: :meth:`coordinates`, except that in the glimpse mode the
+        offset to the target reads 0 once the target has been shown for ``GLIMPSE_S``,
+        until it moves again (``t`` tells a policy which it is): a policy that remembers
+        where the target was keeps flying to it, one that forgets drifts."""
+        obs = self.coordinates()
+        if self.glimpse_ticks:
+            hidden = self.target_period_ticks - self.target_timer >= self.glimpse_ticks
+            obs[hidden, 0:2] = 0.0
+        return obs
 
     def _set_accelerations(self, actions: np.ndarray) -> None:
         if self.discrete:

@@ -150,16 +150,18 @@ def play_bot(
     speed: float = 2.0,
     flight: Flight | None = None,
     pixels: bool = False,
+    glimpse: bool = False,
 ) -> PlayTrace:
     """Let ``bot`` fly landers for ``seconds`` of game time.
 
     :param pixels: the bot sees the camera's frames (a ``observation=pixels`` run's bot).
+    :param glimpse: the bot sees the target only briefly (an ``observation=glimpse`` run's).
     :param flight: where to fly (default: ``agents`` landers of the in-process physics).
     :param speed: game seconds per wall second of the live view (ignored without a terminal).
     """
     if flight is None:
         discrete = bot.action_type == "discrete"
-        physics = LanderPhysics(agents, seed, action_repeat, discrete, difficulty)
+        physics = LanderPhysics(agents, seed, action_repeat, discrete, difficulty, glimpse)
         flight = PhysicsFlight(physics, pixels)
     steps = max(1, round(seconds * TICKS_PER_SECOND / action_repeat))
     trace = PlayTrace()

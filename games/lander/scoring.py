@@ -25,6 +25,8 @@ class LanderSettings:
     difficulty: int = 1
     pixels: bool = False
     """The policy sees camera frames (``--game-arg observation=pixels``)."""
+    glimpse: bool = False
+    """The policy sees the target only briefly after it moves (``observation=glimpse``)."""
 
     @classmethod
     def from_game(cls, game_args: GameArgs, action_repeat: int | None) -> LanderSettings:
@@ -34,20 +36,28 @@ class LanderSettings:
             action_repeat=int(action_repeat or DEFAULT_ACTION_REPEAT),
             difficulty=int(game_args.get("difficulty", 1)),
             pixels=game_args.get("observation") == "pixels",
+            glimpse=game_args.get("observation") == "glimpse",
         )
 
     def play(self, policy: Policy, episodes: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
         """Play ``episodes`` episodes at once, one agent each; return (returns, successes).
-        With pixels the policy sees camera frames, except the baselines, which read
-        coordinates (the same episodes, so the normalized score means the same)."""
-        physics = LanderPhysics(episodes, seed, self.action_repeat, self.discrete, self.difficulty)
+        With pixels the policy sees camera frames and with glimpse the target only briefly,
+        except the baselines, which read the whole coordinates (the same episodes, so the
+        normalized score means the same: 1 is the pilot that always sees the target)."""
+        physics = LanderPhysics(
+            episodes, seed, self.action_repeat, self.discrete, self.difficulty, self.glimpse
+        )
         returns = np.zeros(episodes)
         successes = np.zeros(episodes, dtype=bool)
         running = np.ones(episodes, dtype=bool)
-        frames = self.pixels and not isinstance(policy, _Baseline)
+        baseline = isinstance(policy, _Baseline)
+        frames = self.pixels and not baseline
         obs = physics.observe()
         while running.any():
-            seen = camera_frames(physics.pos, physics.vel, physics.target) if frames else obs
+            if frames:
+                seen = camera_frames(physics.pos, physics.vel, physics.target)
+            else:
+                seen = physics.coordinates() if baseline and self.glimpse else obs
             result = physics.step(policy(seen))
             returns += np.where(running, result.reward, 0.0)
             ended = running & (result.terminated | result.truncated)
