@@ -12,20 +12,23 @@ it again).
 from __future__ import annotations
 
 import math
-import pickle
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-import torch
 from rich.console import Console
 
 from training.errors import ExportError
 from training.evaluation.matches import MatchResult
 from training.evaluation.ratings import LEARNER
 from training.evaluation.scoring import evaluate_in_process, game_settings, model_policy
-from training.runs.checkpoints import CheckpointError, find_resume_point
+from training.runs.checkpoints import (
+    CheckpointError,
+    DamagedSnapshot,
+    find_resume_point,
+    read_snapshot,
+)
 from training.runs.run_paths import SNAPSHOT_GLOB, RunPaths
 from training.runs.run_record import RunRecord
 
@@ -78,12 +81,11 @@ def _loads(path: Path, console: Console | None) -> bool:
     """Whether snapshot ``path`` reads as a state dict: a damaged one (cut short, edited,
     from elsewhere) is left out of the tiers with one warning, as the pool leaves it out."""
     try:
-        torch.load(path, map_location="cpu", weights_only=True)
+        read_snapshot(path)
         return True
-    except (OSError, RuntimeError, ValueError, EOFError, pickle.UnpicklingError) as exc:
-        why = str(exc).splitlines()[0][:80] if str(exc) else type(exc).__name__
+    except DamagedSnapshot as exc:
         if console is not None:
-            console.print(f"[yellow]snapshot {path} does not load ({why}); left out[/]")
+            console.print(f"[yellow]{exc}; left out[/]")
         return False
 
 
@@ -177,7 +179,7 @@ def export_tiers(
         source = candidate.path if candidate.path.suffix == ".zip" else final
         model, normalizer = load_for_inference(source)
         if candidate.path.suffix == ".pt":
-            state = torch.load(candidate.path, map_location="cpu", weights_only=True)
+            state = read_snapshot(candidate.path)
             try:
                 model.policy.load_state_dict(state)
             except RuntimeError as exc:  # a snapshot of another network's shape

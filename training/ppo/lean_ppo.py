@@ -116,11 +116,9 @@ class LeanPPO(PPO):
         with torch.no_grad():
             if self.max_std is not None:
                 log_std.clamp_(max=math.log(self.max_std))
-            if self.std_regrowth is not None:
-                lowest = self.lowest_log_std
-                lowest = (
-                    log_std.detach().clone() if lowest is None else torch.minimum(lowest, log_std)
-                )
+            if self.std_regrowth is not None and self.lowest_log_std is not None:
+                # the lowest so far, from the session's start (taken in train)
+                lowest = torch.minimum(self.lowest_log_std, log_std)
                 self.lowest_log_std = lowest
                 log_std.copy_(torch.minimum(log_std, lowest + math.log(self.std_regrowth)))
 

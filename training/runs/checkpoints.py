@@ -14,7 +14,7 @@ import re
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 
@@ -149,6 +149,31 @@ def policy_loads(path: Path) -> bool:
     except Exception:  # any unpickling or format error: this file cannot be resumed
         return False
     return True
+
+
+class DamagedSnapshot(CheckpointError):
+    """A self-play snapshot that does not read as a state dict (cut short, edited, from
+    elsewhere); its message names the file and why."""
+
+
+def read_snapshot(path: Path) -> dict[str, Any]:
+    """The state dict of the self-play snapshot at ``path``, read as data only.
+
+    :raises DamagedSnapshot: it cannot be read (``snapshot PATH does not load (why)``).
+    """
+    import torch
+
+    try:
+        state: dict[str, Any] = torch.load(path, map_location="cpu", weights_only=True)
+    except (OSError, RuntimeError, ValueError, EOFError, pickle.UnpicklingError) as exc:
+        raise DamagedSnapshot(f"snapshot {path} does not load ({first_line(exc)})") from None
+    return state
+
+
+def first_line(exc: BaseException) -> str:
+    """An exception's first line, at most 80 characters (its type when it says nothing):
+    what a one-line warning quotes of torch's many-line messages."""
+    return str(exc).splitlines()[0][:80] if str(exc) else type(exc).__name__
 
 
 def saved_timesteps(path: Path) -> int | None:

@@ -20,7 +20,6 @@ from __future__ import annotations
 import copy
 import io
 import math
-import pickle
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -39,6 +38,7 @@ from training.evaluation.ratings import (
     LEARNER,
     expected_score,
 )
+from training.runs.checkpoints import DamagedSnapshot, first_line, read_snapshot
 from training.runs.run_paths import SNAPSHOT_GLOB
 from training.runs.run_record import write_bytes_atomic
 
@@ -160,13 +160,15 @@ class SnapshotPool:
         """Load snapshot ``path`` into ``policy``; a damaged one (cut short, edited, of
         another shape) is dropped from the pool with one warning: False."""
         try:
-            policy.load_state_dict(torch.load(path, map_location="cpu", weights_only=True))
+            policy.load_state_dict(read_snapshot(path))
             return True
-        except (OSError, RuntimeError, ValueError, EOFError, pickle.UnpicklingError) as exc:
-            self.damaged.add(path)
-            why = str(exc).splitlines()[0][:80] if str(exc) else type(exc).__name__
-            self.warn(f"self-play: snapshot {path} does not load ({why}); left out of the pool")
-            return False
+        except DamagedSnapshot as exc:
+            said = str(exc)
+        except RuntimeError as exc:  # a state dict of another network's shape
+            said = f"snapshot {path} does not load ({first_line(exc)})"
+        self.damaged.add(path)
+        self.warn(f"self-play: {said}; left out of the pool")
+        return False
 
     def choose(self, rng: np.random.Generator) -> Path | None:
         """The next opponent: the newest snapshot with probability ``--play-latest``, else
