@@ -9,7 +9,8 @@ import numpy as np
 
 from games.lander.controllers import reference_actions
 from games.lander.gym_env import LanderEnv
-from games.lander.physics import GLIMPSE_S, HEIGHT, POS_SCALE, TICKS_PER_SECOND, WIDTH
+from games.lander.physics import GLIMPSE_S, POS_SCALE, TICKS_PER_SECOND
+from games.lander.play import positions_from_obs
 from games.lander.scoring import LanderSettings
 from tests.conftest import lander_games
 
@@ -60,9 +61,9 @@ class RememberingPilot:
 
     def __call__(self, obs: np.ndarray) -> np.ndarray:
         obs = np.array(obs, dtype=np.float64)
-        position = np.column_stack([(obs[:, 4] + 1) * WIDTH / 2, (obs[:, 5] + 1) * HEIGHT / 2])
+        position, shown_target = positions_from_obs(obs)
         visible = _shown_for(obs) < GLIMPSE_S * TICKS_PER_SECOND - 1e-6
-        self.target[visible] = position[visible] + obs[visible, 0:2] * POS_SCALE
+        self.target[visible] = shown_target[visible]
         known = ~np.isnan(self.target[:, 0])
         obs[known, 0:2] = (self.target[known] - position[known]) / POS_SCALE
         return reference_actions(obs)
