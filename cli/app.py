@@ -92,6 +92,10 @@ class Terminated(BaseException):
 
 
 def _terminated(signum: int, _frame: object) -> None:
+    if terminating():
+        # Noted already and the command is ending on it: raised again it would cut the
+        # unwinding short, or be a traceback in the middle of its last line.
+        return
     note_sigterm(signum)
     # The exception below is lost if the signal lands where Python ignores exceptions
     # (an at-fork hook while a game is being launched); every wait for a game then
