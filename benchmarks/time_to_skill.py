@@ -129,12 +129,13 @@ class Scorer:
         finally:
             env.close()
 
-    def __call__(self, policy: Policy, pixels: bool = False) -> float:
-        """:param pixels: the policy sees the bundled lander's camera (its baselines don't)."""
+    def __call__(self, policy: Policy, pixels: bool = False, glimpse: bool = False) -> float:
+        """:param pixels: the policy sees the bundled lander's camera (its baselines don't).
+        :param glimpse: the policy sees the target briefly (``observation=glimpse``)."""
         if self.game == "godot":
             mean = self._godot_mean(policy)
             return (mean - self.random) / (self.reference - self.random)
-        settings = replace(self.settings, pixels=pixels)
+        settings = replace(self.settings, pixels=pixels, glimpse=glimpse)
         score = evaluate_in_process(policy, self.episodes, settings=settings).normalized_score
         assert score is not None
         return score
@@ -176,7 +177,9 @@ def run_side(
     if args.difficulty != 1:
         game_args = {**game_args, "difficulty": str(args.difficulty)}
         settings = json.dumps({**json.loads(settings), "game_args": game_args})
-    pixels = game_args.get("observation") == "pixels"  # a camera candidate is scored on frames
+    # a camera candidate is scored on frames, a glimpse one on glimpses
+    pixels = game_args.get("observation") == "pixels"
+    glimpse = game_args.get("observation") == "glimpse"
     command = [
         str(python),
         str(RUNNER),
@@ -216,7 +219,7 @@ def run_side(
     snapshots = [(e["t"], Path(e["path"])) for e in lines if e["kind"] == "snapshot"]
     hit = next((e for e in rollouts if (e["reward"] or -1e9) >= args.reward), None)
     to_score, curve = first_skilled(
-        snapshots, lambda path: scorer(_snapshot_policy(path, side), pixels), args.score
+        snapshots, lambda path: scorer(_snapshot_policy(path, side), pixels, glimpse), args.score
     )
     last = rollouts[-1]
     wall = last["wall_collect"] + last["wall_update"]

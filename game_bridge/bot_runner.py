@@ -21,9 +21,15 @@ from game_bridge.errors import LanderError
 from game_bridge.file_input import read_bounded
 from game_bridge.frame_stack import MAX_FRAMES, FrameStack, StackedPolicy
 from game_bridge.lfs_pointers import is_lfs_pointer, lfs_pointer_message
+from game_bridge.memory import GruWeights, RecurrentPlayer
 
 BOT_FORMAT = "lander-bot"
 BOT_FORMAT_VERSION = 1
+MEMORY_FORMAT_VERSION = 2
+"""A bot with memory (a ``memory`` section) is version 2: a player that knows only version 1
+would play it without its state, so it refuses it by its version instead."""
+MAX_MEMORY_UNITS = 4096
+"""The most units of state a bot may keep per agent (``--memory``'s own bound)."""
 MAX_BOT_BYTES = 64 * 2**20
 """A bot file larger than this is refused before it is read: a bot of lander's layout with
 a million weights is about 20 MB of JSON."""
@@ -206,6 +212,18 @@ def _encoder_layer(raw: dict[str, Any]) -> EncoderLayer:
     )
 
 
+def _memory(raw: dict[str, Any]) -> GruWeights:
+    """A bot file's ``memory`` section (docs/bot-format.md, "Memory"): a GRU's arrays."""
+    if raw.get("kind") != "gru":
+        raise BotFormatError(f"the bot's memory is of kind {raw.get('kind')!r}; lander plays 'gru'")
+    return GruWeights(
+        *(
+            np.asarray(raw[name], dtype=np.float64)
+            for name in ("weight_ih", "weight_hh", "bias_ih", "bias_hh")
+        )
+    )
+
+
 def _observation_key(raw: dict[str, Any]) -> ObservationKey:
     shape = tuple(int(v) for v in raw.get("shape", ()))
     encoder = tuple(_encoder_layer(layer) for layer in raw.get("encoder", ()))
@@ -224,8 +242,15 @@ class BotRunner:
     def __init__(self, spec: dict[str, Any]) -> None:
         if spec.get("format") != BOT_FORMAT:
             raise BotFormatError(f"not a lander bot (format is {spec.get('format')!r})")
-        if spec.get("version") != BOT_FORMAT_VERSION:
+        if spec.get("version") not in (BOT_FORMAT_VERSION, MEMORY_FORMAT_VERSION):
             raise BotFormatError(f"bot format version {spec.get('version')!r} is not supported")
+        if (spec.get("version") == MEMORY_FORMAT_VERSION) != ("memory" in spec):
+            raise BotFormatError(
+                f"a bot with memory is version {MEMORY_FORMAT_VERSION} and one without is "
+                f"version {BOT_FORMAT_VERSION}; this one is version {spec.get('version')} "
+                + ("with" if "memory" in spec else "without")
+                + " a memory section"
+            )
         self.spec = spec
         self.frames_per_batch = IMAGE_BATCH
         """Frames the encoders take at once (fewer for layers that make much of one)."""
@@ -258,6 +283,7 @@ class BotRunner:
             self.nvec = [int(n) for n in action.get("nvec", [])]
             self.low = np.asarray(action.get("low", [-1.0] * self.action_size), dtype=np.float64)
             self.high = np.asarray(action.get("high", [1.0] * self.action_size), dtype=np.float64)
+            self.memory = _memory(spec["memory"]) if "memory" in spec else None
         except (KeyError, TypeError, ValueError, AttributeError, OverflowError) as exc:
             raise BotFormatError(f"bot file is missing or garbles a field: {exc}") from None
         self._check_sizes()
@@ -341,8 +367,37 @@ class BotRunner:
             width += shape[0]
         return width
 
+    def _check_memory(self, width: int) -> int:
+        """The width the dense layers take after the memory: its input ``width`` beside the
+        state (docs/bot-format.md, "Memory")."""
+        memory = self.memory
+        if memory is None:
+            return width
+        units = memory.weight_hh.shape[1] if memory.weight_hh.ndim == 2 else 0
+        if not 1 <= units <= MAX_MEMORY_UNITS:
+            raise BotFormatError(
+                f"the bot's memory must have from 1 to {MAX_MEMORY_UNITS:,} units, got {units}"
+            )
+        expected = {
+            "weight_ih": (3 * units, width),
+            "weight_hh": (3 * units, units),
+            "bias_ih": (3 * units,),
+            "bias_hh": (3 * units,),
+        }
+        for name, shape in expected.items():
+            values = getattr(memory, name)
+            if values.shape != shape:
+                raise BotFormatError(
+                    f"memory {name} of shape {values.shape}: a GRU of {units} units over "
+                    f"{width} inputs takes {shape}"
+                )
+            if not bool(np.all(np.isfinite(values))):
+                raise BotFormatError(f"memory {name} holds values that are not finite numbers")
+        return width + units
+
     def _check_shapes(self) -> None:
         width = self._check_encoders() if any(k.encoder for k in self.keys) else self.obs_size
+        width = self._check_memory(width)
         for index, layer in enumerate(self.layers):
             if layer.activation not in ACTIVATIONS:
                 raise BotFormatError(f"layer {index}: unknown activation {layer.activation!r}")
@@ -426,20 +481,33 @@ class BotRunner:
         return any(key.encoder for key in self.keys)
 
     def network_output(self, obs: np.ndarray | dict[str, Any]) -> np.ndarray:
-        """The raw output of the network (Gaussian mean or logits) for a batch."""
+        """The raw output of the network (Gaussian mean or logits) for a batch; a bot with
+        memory as at an episode's first step (from an empty state: :meth:`step` carries it)."""
+        return self.step(obs, None)[0]
+
+    def step(
+        self, obs: np.ndarray | dict[str, Any], state: np.ndarray | None
+    ) -> tuple[np.ndarray, np.ndarray | None]:
+        """The raw output for a batch and, for a bot with memory, each agent's state after
+        it (``state``: the states before it, one row per agent; None: zeros)."""
         x = self.flat_observations(obs)
         batch = self.frames_per_batch
         if self.sees_images and len(x) > batch:
             return np.concatenate(
                 [self.network_output(x[i : i + batch]) for i in range(0, len(x), batch)]
-            )
+            ), None
         if self.obs_mean is not None and self.obs_scale is not None:
             x = np.clip((x - self.obs_mean) / self.obs_scale, -self.obs_clip, self.obs_clip)
         if self.sees_images:
             x = self._encode(x)
+        after = None
+        if self.memory is not None:
+            before = np.zeros((len(x), self.memory.units)) if state is None else state
+            after = self.memory.step(x, before)
+            x = np.concatenate([x, after], axis=1)
         for layer in self.layers:
             x = ACTIVATIONS[layer.activation](x @ layer.weights.T + layer.biases)
-        return x
+        return x, after
 
     def _encode(self, x: np.ndarray) -> np.ndarray:
         """The joined (normalised) observation cut back into its keys, each camera key's
@@ -468,8 +536,17 @@ class BotRunner:
 
     def policy(self) -> Callable[[np.ndarray | dict[str, Any]], np.ndarray]:
         """The bot as a player of the game's own observations: a bot of stacked frames
-        keeps each agent's last frames itself (tell it where episodes start with
-        ``frame_stack.start_episodes``); any other bot is :meth:`act`."""
+        keeps each agent's last frames itself, a bot with memory each agent's state (tell
+        either where episodes start with ``frame_stack.start_episodes``); any other bot is
+        :meth:`act`."""
+        if self.memory is not None:
+
+            def remember(obs: Any, state: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+                output, after = self.step(obs, state)
+                assert after is not None
+                return self.read_actions(output), after
+
+            return RecurrentPlayer(remember, self.memory.units)
         if self.frames == 1:
             return self.act
         cameras = [key.key for key in self.keys if key.encoder]

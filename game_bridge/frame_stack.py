@@ -106,10 +106,16 @@ class StackedPolicy:
     def __call__(self, obs: Observation) -> np.ndarray:
         return self.policy(self.stack(obs))
 
+    def start(self, agents: np.ndarray | None = None) -> None:
+        """Mark where episodes start (:meth:`FrameStack.start`)."""
+        self.stack.start(agents)
+
 
 def start_episodes(policy: object, agents: np.ndarray | None = None) -> None:
-    """Tell a policy that keeps frames where episodes start (a mask of agents, or None
-    for all); a policy that keeps nothing ignores it. Players call this at their first
-    step and after every step that ended episodes."""
-    if isinstance(policy, StackedPolicy):
-        policy.stack.start(agents)
+    """Tell a policy that keeps something of past steps (frames, a recurrent bot's state:
+    ``game_bridge/memory.py``) where episodes start (a mask of agents, or None for all); a
+    policy that keeps nothing ignores it. Players call this at their first step and after
+    every step that ended episodes."""
+    start = getattr(policy, "start", None)
+    if callable(start):
+        start(agents)

@@ -32,6 +32,8 @@ from games import (
     is_game_name,
 )
 
+MAX_MEMORY = 4096
+"""The most units ``--memory`` may ask for: a GRU of 4,096 is 50M weights, past any bot."""
 CAMERA_ENCODERS = ("centroids", "nature")
 """What ``--camera-encoder`` may name (training/ppo/camera_policy.py)."""
 
@@ -356,6 +358,17 @@ class TrainConfig:
         high=MAX_FRAMES,
         panel="PPO",
     )
+    # A GRU between the observation and the MLPs (training/ppo/recurrent_policy.py): for
+    # games where what matters left the observation (a target seen, then hidden).
+    memory: int = setting(
+        0,
+        help="Units of memory the policy keeps per agent from step to step (a GRU under its "
+        "MLPs, reset at each episode's start; 0: none). For games where what matters was seen "
+        "before and is hidden now; the bot keeps the state too.",
+        low=0,
+        high=MAX_MEMORY,
+        panel="PPO",
+    )
     bc_epochs: int = setting(
         60,
         help="With --demos: passes of behaviour cloning over the demonstrations before PPO "
@@ -609,6 +622,7 @@ class TrainConfig:
                 "--frame-stack with --self-play: the other sides' snapshots play single "
                 "frames; train a camera game's sides without stacking"
             )
+        self._check_memory()
         if self.opponent is not None and not self.self_play:
             raise ConfigError("--opponent plays the other sides of --self-play: add --self-play")
         if self.cluster is not None and self.in_process:
@@ -641,6 +655,23 @@ class TrainConfig:
                 f"port must leave room for {self.n_parallel} instances below 65536, got {self.port}"
             )
         return self
+
+    def _check_memory(self) -> None:
+        """The settings a policy with memory cannot take yet, refused in one line each."""
+        if not self.memory:
+            return
+        refused = {
+            "--self-play": self.self_play,
+            "--collector async": self.collector == "async",
+            "--collector sb3": self.collector == "sb3",
+            "--frame-stack": self.frame_stack > 1,
+        }
+        for flag, given in refused.items():
+            if given:
+                raise ConfigError(
+                    f"--memory with {flag}: not supported yet; train the policy with memory "
+                    f"without {flag}"
+                )
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict of every setting."""

@@ -42,11 +42,13 @@ def play_episodes(env_id: str, bot: BotRunner, options: PlayOptions) -> PlayResu
     running = np.zeros(len(views))
     returns: list[float] = []
     frames: list[np.ndarray] = []
-    start_episodes(bot)
+    policy = bot.policy()  # a bot with memory keeps each view's state
+    start_episodes(policy)
     for _ in range(steps):
         if mode is not None and len(frames) < MAX_FRAMES:
             frames.append(np.asarray(views[0].render()))
-        actions = bot.act(np.asarray(obs))
+        actions = policy(np.asarray(obs))
+        ended = np.zeros(len(views), dtype=bool)
         for i, view in enumerate(views):
             ob, reward, terminated, truncated, _ = view.step(actions[i])
             running[i] += reward
@@ -54,7 +56,9 @@ def play_episodes(env_id: str, bot: BotRunner, options: PlayOptions) -> PlayResu
                 returns.append(float(running[i]))
                 running[i] = 0.0
                 ob, _ = view.reset()
+                ended[i] = True
             obs[i] = ob
+        start_episodes(policy, ended)
     for view in views:
         view.close()
     if returns:

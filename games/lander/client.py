@@ -227,6 +227,7 @@ def play_alone(settings: GameSettings) -> int:
         action_repeat=settings.action_repeat,
         difficulty=settings.difficulty,
         pixels=settings.observation == "pixels",
+        glimpse=settings.observation == "glimpse",
     )
     mean = float(np.mean(trace.returns)) if trace.returns else float("nan")
     print(

@@ -24,10 +24,12 @@ from stable_baselines3 import PPO
 from stable_baselines3.common.torch_layers import CombinedExtractor, FlattenExtractor
 from stable_baselines3.common.vec_env import VecNormalize
 
-from game_bridge.bot_runner import BOT_FORMAT, BOT_FORMAT_VERSION, BotRunner
+from game_bridge.bot_runner import BOT_FORMAT, BOT_FORMAT_VERSION, MEMORY_FORMAT_VERSION, BotRunner
+from game_bridge.frame_stack import start_episodes
 from training.errors import ExportError
 from training.evaluation.scoring import model_policy
 from training.ppo.camera_policy import CameraExtractor, Centroids, is_camera
+from training.ppo.recurrent_policy import RecurrentActorCritic
 from training.runs.run_record import now_iso, write_json_atomic
 
 PARITY_SAMPLES = 10_000
@@ -405,9 +407,11 @@ def build_bot_spec(
     """
     _check_exportable(model)
     observation = _observation_spec(model, normalizer, layout or OnnxLayout())
+    policy = model.policy
+    memory = _memory_spec(policy) if isinstance(policy, RecurrentActorCritic) else None
     return {
         "format": BOT_FORMAT,
-        "version": BOT_FORMAT_VERSION,
+        "version": MEMORY_FORMAT_VERSION if memory else BOT_FORMAT_VERSION,
         "run": run,
         "timesteps": int(model.num_timesteps),
         "git_commit": git_commit,
@@ -415,7 +419,21 @@ def build_bot_spec(
         "trained_with": trained_with or {},
         "observation": observation,
         "action": _action_spec(model.action_space, layout),
+        **({"memory": memory} if memory else {}),
         "layers": _dense_layers(model),
+    }
+
+
+def _memory_spec(policy: RecurrentActorCritic) -> dict[str, Any]:
+    """The GRU as the bot file's ``memory`` section (docs/bot-format.md, "Memory")."""
+    gru = policy.gru_weights()
+    return {
+        "kind": "gru",
+        "units": gru.units,
+        **{
+            name: np.asarray(getattr(gru, name), dtype=np.float64).tolist()
+            for name in ("weight_ih", "weight_hh", "bias_ih", "bias_hh")
+        },
     }
 
 
@@ -459,7 +477,11 @@ def _parity_observations(
 
 def decisive(bot: BotRunner, obs: Any) -> np.ndarray:
     """Mask of observations whose discrete choice is not a near-tie (see :data:`TIE_TOLERANCE`)."""
-    output = bot.network_output(obs)
+    return _decisive_output(bot, bot.network_output(obs))
+
+
+def _decisive_output(bot: BotRunner, output: np.ndarray) -> np.ndarray:
+    """:func:`decisive` of the network's raw outputs."""
     segments = [bot.action_size] if bot.action_type == "discrete" else bot.nvec
     mask = np.ones(len(output), dtype=bool)
     for start, stop in itertools.pairwise(np.cumsum([0, *segments])):
@@ -494,6 +516,8 @@ class _OnnxPolicy(torch.nn.Module):
         super().__init__()
         self.policy_net = model.policy.mlp_extractor.policy_net
         self.action_net = model.policy.action_net
+        policy = model.policy
+        self.memory_cell = policy.memory_cell if isinstance(policy, RecurrentActorCritic) else None
         extractor = model.policy.features_extractor
         # Camera keys: the joined inputs cut back into the keys and run through the
         # policy's own extractor (its encoders), as the numpy runner does.
@@ -532,6 +556,11 @@ class _OnnxPolicy(torch.nn.Module):
             obs = torch.clamp((obs - self.mean) / self.scale, -self.clip, self.clip)
         if self.extractor is not None:
             obs = self.extractor(self._split(obs))
+        if self.memory_cell is not None:
+            # A bot with memory: state_ins is each agent's state [batch, units] (zeros at an
+            # episode's start) and state_outs the state after this step (docs/godot.md).
+            state_ins = _gru_step(self.memory_cell, obs, state_ins)
+            obs = torch.cat([obs, state_ins], dim=1)
         output = self.action_net(self.policy_net(obs))
         if not self.pieces:
             return output, state_ins
@@ -557,6 +586,18 @@ class _OnnxPolicy(torch.nn.Module):
         return parts if self.extractor.keyed else parts[self.parts[0][0]]
 
 
+def _gru_step(cell: torch.nn.GRUCell, x: torch.Tensor, hidden: torch.Tensor) -> torch.Tensor:
+    """torch's ``GRUCell`` written out in the operators every ONNX runtime has (MatMul,
+    Sigmoid, Tanh), so the file needs no GRU operator of its player."""
+    units = hidden.shape[1]
+    gates_in = x @ cell.weight_ih.T + cell.bias_ih
+    gates_h = hidden @ cell.weight_hh.T + cell.bias_hh
+    reset = torch.sigmoid(gates_in[:, :units] + gates_h[:, :units])
+    update = torch.sigmoid(gates_in[:, units : 2 * units] + gates_h[:, units : 2 * units])
+    new = torch.tanh(gates_in[:, 2 * units :] + reset * gates_h[:, 2 * units :])
+    return new + update * (hidden - new)
+
+
 def _starts(actions: tuple[tuple[str, int, bool], ...]) -> list[tuple[int, tuple[str, int, bool]]]:
     """Each action key with the index of its first slot in lander's Box."""
     starts = list(itertools.accumulate((size for _, size, _ in actions), initial=0))
@@ -578,11 +619,17 @@ def export_onnx(
             f"{len(layout.input_names)} key(s) ({', '.join(layout.input_names)})"
         )
     names = [*layout.input_names, "state_ins", "output", "state_outs"]
+    policy = model.policy
+    state = (
+        torch.zeros(1, policy.memory)
+        if isinstance(policy, RecurrentActorCritic)
+        else torch.zeros(1)
+    )
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the TorchScript exporter's deprecation notice
         torch.onnx.export(
             module,
-            (*(torch.zeros(1, width) for width in widths), torch.zeros(1)),
+            (*(torch.zeros(1, width) for width in widths), state),
             str(path),
             opset_version=ONNX_OPSET,
             input_names=names[:-2],
@@ -600,19 +647,45 @@ def export_onnx(
 
 def onnx_output(path: Path, obs: Any, input_names: tuple[str, ...] = ("obs",)) -> np.ndarray:
     """Run the ONNX file with onnxruntime, fed as the plugin feeds it (one input per
-    observation key, and ``state_ins``): its ``output``."""
-    import onnxruntime
+    observation key, and ``state_ins``): its ``output`` (a bot with memory's from an
+    episode's start)."""
+    return OnnxPlayer(path, input_names).step(obs, None)[0]
 
-    session = onnxruntime.InferenceSession(str(path), providers=["CPUExecutionProvider"])
-    parts = [obs[name] for name in input_names] if isinstance(obs, dict) else [obs]
-    # A camera's frame goes in flat, its bytes as floats, as the plugin feeds any key.
-    feed: dict[str, np.ndarray] = {
-        name: np.asarray(part, np.float32).reshape(len(part), -1)
-        for name, part in zip(input_names, parts, strict=True)
-    }
-    feed["state_ins"] = np.zeros(len(parts[0]), dtype=np.float32)
-    output, _ = session.run(None, feed)
-    return np.asarray(output)
+
+class OnnxPlayer:
+    """An ONNX bot run with onnxruntime as a game runs it: one input per observation key
+    and ``state_ins`` (zeros for a bot without memory; each agent's state for one with).
+
+    :param path: the ONNX file.
+    :param input_names: its observation inputs, in the game's order.
+    """
+
+    def __init__(self, path: Path, input_names: tuple[str, ...] = ("obs",)) -> None:
+        import onnxruntime
+
+        self.session = onnxruntime.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+        self.input_names = input_names
+        shape = next(i for i in self.session.get_inputs() if i.name == "state_ins").shape
+        self.units = int(shape[1]) if len(shape) == 2 else 0
+        """The state's width: 0 for the plugin's placeholder ``state_ins`` [batch]."""
+
+    def step(self, obs: Any, state: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+        """``output`` and ``state_outs`` for a batch, from ``state`` (None: zeros)."""
+        parts = [obs[name] for name in self.input_names] if isinstance(obs, dict) else [obs]
+        # A camera's frame goes in flat, its bytes as floats, as the plugin feeds any key.
+        feed: dict[str, np.ndarray] = {
+            name: np.asarray(part, np.float32).reshape(len(part), -1)
+            for name, part in zip(self.input_names, parts, strict=True)
+        }
+        batch = len(parts[0])
+        if state is not None:
+            feed["state_ins"] = np.asarray(state, np.float32)
+        elif self.units:
+            feed["state_ins"] = np.zeros((batch, self.units), dtype=np.float32)
+        else:
+            feed["state_ins"] = np.zeros(batch, dtype=np.float32)
+        output, after = self.session.run(None, feed)
+        return np.asarray(output), np.asarray(after)
 
 
 def onnx_actions(
@@ -652,6 +725,72 @@ def _mixed_parity(
     return ParityReport(len(expected), diff, agreement, int((~decisive_rows).sum()), tolerance)
 
 
+EPISODE_STEPS = 100
+"""A bot with memory is compared over episodes of this many steps (its state carried from
+step to step), not single observations: a state that drifts shows only over time."""
+
+
+def _episodes(obs: np.ndarray) -> np.ndarray:
+    """The parity observations as ``[steps, agents, ...]``: episodes of
+    :data:`EPISODE_STEPS` played side by side (the agents a batch)."""
+    agents = max(1, len(obs) // EPISODE_STEPS)
+    steps = len(obs) // agents
+    return np.asarray(obs[: steps * agents]).reshape(steps, agents, *np.shape(obs)[1:])
+
+
+def _restarts(step: int, agents: int) -> np.ndarray | None:
+    """Agents whose episode starts anew at ``step`` (every other one half-way through),
+    so the comparison covers a state reset while the others carry theirs."""
+    if step != EPISODE_STEPS // 2:
+        return None
+    return np.arange(agents) % 2 == 0
+
+
+def _played_episodes(
+    model_player: Any, bot: BotRunner, episodes: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+    """The model's and the bot's actions over whole episodes, each keeping its own state:
+    (the model's, the bot's, the decisive mask for a discrete bot)."""
+    bot_player = bot.policy()
+    start_episodes(model_player)
+    start_episodes(bot_player)
+    expected, actual, masks = [], [], []
+    state: np.ndarray | None = None
+    for step, obs in enumerate(episodes):
+        restarted = _restarts(step, len(obs))
+        if restarted is not None:
+            start_episodes(model_player, restarted)
+            start_episodes(bot_player, restarted)
+            if state is not None:  # the decisive mask's own copy of the state
+                state = np.where(restarted[:, None], 0.0, state)
+        expected.append(np.asarray(model_player(obs)))
+        actual.append(np.asarray(bot_player(obs)))
+        if bot.action_type != "continuous":
+            output, state = bot.step(obs, state)
+            masks.append(_decisive_output(bot, output))
+        else:
+            state = None
+    mask = np.concatenate(masks) if masks else None
+    return np.concatenate(expected), np.concatenate(actual), mask
+
+
+def _onnx_episodes(
+    path: Path, bot: BotRunner, episodes: np.ndarray, layout: OnnxLayout
+) -> np.ndarray:
+    """The ONNX file's actions over the same episodes, its state fed back step by step as a
+    game keeps it (zeros where an episode starts)."""
+    player = OnnxPlayer(path, layout.input_names)
+    state = np.zeros((episodes.shape[1], player.units), dtype=np.float32)
+    actions = []
+    for step, obs in enumerate(episodes):
+        restarted = _restarts(step, len(obs))
+        if restarted is not None:
+            state[restarted] = 0.0
+        output, state = player.step(obs, state)
+        actions.append(bot.read_actions(output))
+    return np.concatenate(actions)
+
+
 def export_policy(
     model: PPO,
     normalizer: VecNormalize | None,
@@ -681,22 +820,35 @@ def export_policy(
     bot = BotRunner(spec)
     discrete = bot.action_type != "continuous"
     obs = _parity_observations(model, normalizer, samples, seed)
-    expected = model_policy(model, normalizer, stacked=True)(obs)
-    mask = decisive(bot, obs) if discrete else None
-    bot_parity = _compare(expected, bot.act(obs), mask, tolerance)
+    recurrent = isinstance(model.policy, RecurrentActorCritic)
+    if recurrent:
+        episodes = _episodes(obs)
+        expected, bot_actions, mask = _played_episodes(
+            model_policy(model, normalizer), bot, episodes
+        )
+    else:
+        expected = model_policy(model, normalizer, stacked=True)(obs)
+        mask = decisive(bot, obs) if discrete else None
+        bot_actions = bot.act(obs)
+    bot_parity = _compare(expected, bot_actions, mask, tolerance)
     if not bot_parity.passed(discrete):
         raise ExportError(f"bot JSON disagrees with the model: {bot_parity}")
     bot_onnx.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=bot_onnx.parent, prefix=".export-") as scratch:
         candidate = Path(scratch) / bot_onnx.name
         export_onnx(model, spec["observation"]["normalization"], candidate, layout)
-        onnx_parity = (
-            _mixed_parity(candidate, obs, expected, layout, tolerance)
-            if layout.mixed
-            else _compare(
-                expected, onnx_actions(candidate, obs, bot, layout.input_names), mask, tolerance
+        if recurrent:
+            onnx_parity = _compare(
+                expected, _onnx_episodes(candidate, bot, episodes, layout), mask, tolerance
             )
-        )
+        else:
+            onnx_parity = (
+                _mixed_parity(candidate, obs, expected, layout, tolerance)
+                if layout.mixed
+                else _compare(
+                    expected, onnx_actions(candidate, obs, bot, layout.input_names), mask, tolerance
+                )
+            )
         if not onnx_parity.passed(discrete or layout.mixed):
             raise ExportError(f"ONNX export disagrees with the model: {onnx_parity}")
         try:

@@ -124,6 +124,11 @@ def model_policy(
         actions, _ = model.predict(inputs, deterministic=True)
         return np.asarray(actions)
 
+    player = getattr(model.policy, "player", None)
+    if callable(player):  # a policy with memory (training/ppo/recurrent_policy.py)
+        prepare = normalizer.normalize_obs if normalizer is not None else None
+        return player(model.action_space, prepare)
+
     extractor = model.policy.features_extractor
     frames = int(getattr(extractor, "frames", 1))
     if stacked or frames == 1:

@@ -44,9 +44,17 @@ from stable_baselines3.common.policies import ActorCriticPolicy
 from stable_baselines3.common.torch_layers import FlattenExtractor
 from stable_baselines3.common.vec_env import VecEnv
 
+from training.ppo.action_heads import evaluate_actions
 from training.ppo.lean_adam import LeanAdam
 from training.ppo.lean_update import lean_train, lean_update_fits
 from training.ppo.numpy_policy import HALF_LOG_2PI, NumpyActor, numpy_fits
+from training.ppo.recurrent_policy import is_recurrent, memory_of
+from training.ppo.recurrent_update import (
+    RecurrentRolloutBuffer,
+    play_recurrent,
+    recurrent_buffer,
+    recurrent_train,
+)
 
 MIN_ADAPTIVE_LR, MAX_ADAPTIVE_LR = 1e-5, 1e-2
 """The bounds of the adaptive step size (rsl_rl's)."""
@@ -71,13 +79,15 @@ class LeanPPO(PPO):
             super()._setup_model()
         finally:
             self.policy_kwargs = given
+        if is_recurrent(self.policy):
+            self.rollout_buffer = recurrent_buffer(self, memory_of(self.policy))
         if self.lean_rollouts():
             # The update's forward pass with the distribution written out: the same
             # numbers as ActorCriticPolicy.evaluate_actions (tests/test_lean_ppo.py) for a
             # sixth less of the update's time; an instance attribute, so the saved
             # policy is SB3's own.
             self.policy.evaluate_actions = functools.partial(  # type: ignore[method-assign]
-                _evaluate_actions, self.policy, self.action_space
+                evaluate_actions, self.policy, self.action_space
             )
 
     def train(self) -> None:
@@ -87,7 +97,9 @@ class LeanPPO(PPO):
         log_std = getattr(self.policy, "log_std", None)
         if self.std_regrowth is not None and self.lowest_log_std is None and log_std is not None:
             self.lowest_log_std = log_std.detach().clone()  # the session's start
-        if lean_update_fits(self, self.lean_rollouts()):
+        if is_recurrent(self.policy):
+            recurrent_train(self, self.adapt_learning_rate if self.desired_kl is not None else None)
+        elif lean_update_fits(self, self.lean_rollouts()):
             lean_train(self, self.adapt_learning_rate if self.desired_kl is not None else None)
         else:
             super().train()
@@ -191,6 +203,8 @@ class LeanPPO(PPO):
 
         :return: False when a callback stopped training mid-rollout, as in SB3.
         """
+        if is_recurrent(self.policy):
+            return self._collect_recurrent(env, callback, rollout_buffer, n_rollout_steps)
         if not self.lean_rollouts():
             return super().collect_rollouts(env, callback, rollout_buffer, n_rollout_steps)
         if self.asynchronous:
@@ -206,6 +220,37 @@ class LeanPPO(PPO):
         if not played.whole:
             return False
         self._end_rollout(callback, rollout_buffer, played)
+        return True
+
+    _last_hidden: np.ndarray | None = None
+    """A recurrent policy's state per env where the last rollout left the games."""
+
+    def _collect_recurrent(
+        self,
+        env: VecEnv,
+        callback: BaseCallback,
+        rollout_buffer: RolloutBuffer,
+        n_rollout_steps: int,
+    ) -> bool:
+        """A rollout of a policy with memory (training/ppo/recurrent_update.py)."""
+        assert isinstance(rollout_buffer, RecurrentRolloutBuffer)
+        self.policy.set_training_mode(False)
+        callback.on_rollout_start()
+
+        def step_done(rewards: np.ndarray, dones: np.ndarray, infos: list[dict[str, Any]]) -> bool:
+            return self._count_step(env, callback, rewards, dones, infos)
+
+        played = play_recurrent(
+            self, env, rollout_buffer, n_rollout_steps, step_done, self._last_hidden
+        )
+        self._last_obs, self._last_episode_starts = played.obs, played.dones
+        self._last_hidden = played.hidden
+        if not played.whole:
+            return False
+        rollout_buffer.compute_returns_and_advantage(
+            last_values=torch.as_tensor(played.last_values), dones=played.dones
+        )
+        callback.on_rollout_end()
         return True
 
     def _count_step(
@@ -317,6 +362,7 @@ class LeanPPO(PPO):
             "_ahead",
             "_spare",
             "_playing",
+            "_last_hidden",
             "asynchronous",
             "desired_kl",
             "adaptive_lr",
@@ -431,25 +477,6 @@ def _act(
         log_probs = log_p.gather(1, actions).flatten()
         actions = actions.flatten()
     return actions.cpu().numpy(), values.cpu().numpy(), log_probs.cpu().numpy()
-
-
-def _evaluate_actions(
-    policy: ActorCriticPolicy, space: spaces.Space[Any], obs: torch.Tensor, actions: torch.Tensor
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Values, log-probabilities of ``actions`` and entropies, with gradients, as
-    ``ActorCriticPolicy.evaluate_actions`` computes them for a flat observation."""
-    latent_pi, latent_vf = policy.mlp_extractor(obs.float())
-    head = policy.action_net(latent_pi)
-    if isinstance(space, spaces.Box):
-        log_std = policy.log_std
-        z = (actions - head) * torch.exp(-log_std)
-        log_prob = (-0.5 * z.square() - log_std - HALF_LOG_2PI).sum(dim=1)
-        entropy = (0.5 + HALF_LOG_2PI + log_std).sum().expand(head.shape[0])
-    else:
-        log_p = torch.log_softmax(head, dim=1)
-        log_prob = log_p.gather(1, actions.long().reshape(-1, 1)).flatten()
-        entropy = -(log_p.exp() * log_p).sum(dim=1)
-    return policy.value_net(latent_vf), log_prob, entropy
 
 
 @torch.no_grad()

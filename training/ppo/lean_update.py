@@ -197,7 +197,7 @@ def _rollout_columns(model: PPO) -> _Columns:
 
 
 @dataclass
-class _Minibatch:
+class Minibatch:
     """One minibatch's losses, read off for the log."""
 
     policy_loss: float
@@ -238,7 +238,7 @@ class _Update:
             else None
         )
 
-    def minibatch(self, batch: np.ndarray, columns: _Columns, stop_kl: float | None) -> _Minibatch:
+    def minibatch(self, batch: np.ndarray, columns: _Columns, stop_kl: float | None) -> Minibatch:
         """Compute the minibatch's loss and add its gradient to the flat gradients.
 
         :param stop_kl: with ``target_kl``, the approximate KL at which SB3 stops before
@@ -294,7 +294,7 @@ class _Update:
         grad_values = (model.vf_coef * 2 / size) * error
         if value_gate is not None:
             grad_values = grad_values * value_gate
-        result = _Minibatch(
+        result = Minibatch(
             policy_loss=policy_loss,
             value_loss=value_loss,
             entropy_loss=entropy_loss,
@@ -333,7 +333,7 @@ def lean_train(model: PPO, adapt: Callable[[float], None] | None = None) -> None
     columns = _rollout_columns(model)
     flat = FlatParameters(optimizer)
     stop_kl = 1.5 * model.target_kl if model.target_kl is not None else None
-    done: list[_Minibatch] = []
+    done: list[Minibatch] = []
     epoch_kls: list[float] = []
     try:
         update = _Update(model, flat)
@@ -362,12 +362,12 @@ def lean_train(model: PPO, adapt: Callable[[float], None] | None = None) -> None
                 break
     finally:
         flat.release()
-    _record(model, done, epoch_kls, update.clip_range, update.clip_range_vf)
+    record_update(model, done, epoch_kls, update.clip_range, update.clip_range_vf)
 
 
-def _record(
+def record_update(
     model: PPO,
-    done: list[_Minibatch],
+    done: list[Minibatch],
     epoch_kls: list[float],
     clip_range: float,
     clip_range_vf: float | None,

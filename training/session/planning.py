@@ -200,6 +200,11 @@ def _read_demos(
         )
     if config.self_play:
         raise ConfigError("--demos teach one player: they do not combine with --self-play")
+    if config.memory:
+        raise ConfigError(
+            "--memory with --demos: not supported yet (cloning teaches single steps, not "
+            "what to remember); train the policy with memory without --demos"
+        )
     game = game_name(trained_with(config))
     demos = [load_demos(path) for path in request.demos]
     for demo in demos:

@@ -29,6 +29,7 @@ from gymnasium import spaces
 from rich.console import Console
 from stable_baselines3 import PPO
 from stable_baselines3.common.callbacks import BaseCallback
+from stable_baselines3.common.policies import ActorCriticPolicy
 from stable_baselines3.common.vec_env import VecEnv, VecMonitor
 from threadpoolctl import threadpool_limits
 
@@ -37,7 +38,7 @@ from game_bridge.instance import interrupt_waits
 from game_bridge.vec_env import GameVecEnv
 from games import gym_env_id
 from training.bots.run_bots import trained_with
-from training.config import RESUMABLE_SETTINGS, TrainConfig
+from training.config import RESUMABLE_SETTINGS, ConfigError, TrainConfig
 from training.demos.behaviour_cloning import CloneReport, clone_behaviour
 from training.demos.files import DemoError, check_demos
 from training.envs.environments import (
@@ -52,6 +53,7 @@ from training.evaluation.scoring import EvalResult, Policy, evaluate_through_bri
 from training.ppo.camera_policy import camera_policy_kwargs, sees_images
 from training.ppo.lean_ppo import LeanPPO
 from training.ppo.policy_tweaks import reset_action_std
+from training.ppo.recurrent_policy import RecurrentActorCritic
 from training.runs.checkpoints import (
     FINAL_NAME,
     CheckpointError,
@@ -600,10 +602,10 @@ def _build_model(
             policy_kwargs["log_std_init"] = config.log_std_init
         if image:
             policy_kwargs.update(camera_policy_kwargs(config.camera_encoder, config.frame_stack))
+        if config.memory:
+            policy_kwargs["memory"] = config.memory
         built = algorithm(
-            "MultiInputPolicy"
-            if env.observation_space.shape is None
-            else ("CnnPolicy" if image else "MlpPolicy"),
+            _policy_class(config, env.observation_space, image),
             env,
             **ppo_settings,
             policy_kwargs=policy_kwargs,
@@ -621,6 +623,26 @@ def _build_model(
     if reset_std is not None:
         reset_action_std(model, reset_std)
     return _with_collector(model, config)
+
+
+def _policy_class(
+    config: TrainConfig, space: spaces.Space[Any], image: bool
+) -> str | type[ActorCriticPolicy]:
+    """SB3's policy for the observation space, or the policy with memory (``--memory``).
+
+    :raises ConfigError: memory for observations it cannot take yet (camera or several keys).
+    """
+    if config.memory:
+        if image or not isinstance(space, spaces.Box) or len(space.shape) != 1:
+            raise ConfigError(
+                "--memory takes a game of one observation vector for now; this game sends "
+                + ("camera frames" if image else "several observation keys")
+                + ": train it without --memory"
+            )
+        return RecurrentActorCritic
+    if space.shape is None:
+        return "MultiInputPolicy"
+    return "CnnPolicy" if image else "MlpPolicy"
 
 
 def _with_collector(model: PPO, config: TrainConfig) -> PPO:

@@ -1,0 +1,312 @@
+"""PPO for a policy with memory (``--memory N``): its rollout, each agent's state carried
+from step to step, and its update over whole sequences.
+
+sb3-contrib's ``RecurrentPPO`` is the reference: an episode's start resets the state, a
+minibatch is whole sequences replayed from the state the rollout stored at their first
+step. Here a sequence is one agent's stretch of a rollout (its whole rollout unless there
+are fewer agents than minibatches; then halves, quarters, ...), and an episode that starts
+inside it resets the state where it starts (a mask, as CleanRL's LSTM PPO does), so no
+sequence is padded. Truncated episodes (a time limit, a game restarted mid-episode) are
+bootstrapped from the value of their last observation seen with the state they reached,
+and the next step of that agent alone starts from zeros.
+
+The rollout plays in numpy over the policy's own weights (``game_bridge/memory.py``'s GRU,
+``numpy_policy``'s MLPs), as the feed-forward rollout does; the update is torch's autograd
+over the unrolled GRU (``RecurrentActorCritic.unroll``) with SB3's losses and logs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+from gymnasium import spaces
+from stable_baselines3 import PPO
+from stable_baselines3.common.buffers import RolloutBuffer
+from stable_baselines3.common.vec_env import VecEnv
+from torch.nn import functional as F
+
+from training.ppo.action_heads import evaluate_actions
+from training.ppo.lean_update import Minibatch, record_update
+from training.ppo.numpy_policy import NumpyActor
+from training.ppo.recurrent_policy import RecurrentActorCritic
+
+StepDone = Callable[[np.ndarray, np.ndarray, list[dict[str, Any]]], bool]
+
+
+class RecurrentRolloutBuffer(RolloutBuffer):
+    """SB3's rollout buffer with each step's state before it (``hidden``: the state the
+    agent carried into the step, before an episode's start zeroes it).
+
+    :param memory: the state's width; the rest as ``RolloutBuffer``'s.
+    """
+
+    def __init__(self, *args: Any, memory: int, **kwargs: Any) -> None:
+        self.memory = memory  # read by reset(), inside super().__init__
+        super().__init__(*args, **kwargs)
+
+    def reset(self) -> None:
+        super().reset()
+        self.hidden = np.zeros((self.buffer_size, self.n_envs, self.memory), dtype=np.float32)
+
+
+def recurrent_buffer(model: PPO, memory: int) -> RecurrentRolloutBuffer:
+    """A buffer for ``model``'s rollouts, its states ``memory`` wide."""
+    return RecurrentRolloutBuffer(
+        model.n_steps,
+        model.observation_space,
+        model.action_space,
+        device=model.device,
+        gamma=model.gamma,
+        gae_lambda=model.gae_lambda,
+        n_envs=model.n_envs,
+        memory=memory,
+    )
+
+
+class RecurrentActor:
+    """Acts for the rollout: the GRU's step, then the MLPs over the observation beside the
+    new state, in numpy over the policy's weights (read at every call: the update
+    changes them in place).
+
+    :param policy: the recurrent policy.
+    :param space: its action space.
+    """
+
+    def __init__(self, policy: RecurrentActorCritic, space: spaces.Space[Any]) -> None:
+        self.gru = policy.gru_weights()
+        self.heads = NumpyActor(policy, space)
+
+    def state_after(self, obs: np.ndarray, hidden: np.ndarray) -> np.ndarray:
+        """The state after seeing ``obs`` from ``hidden``."""
+        return self.gru.step(np.asarray(obs, dtype=np.float32), hidden).astype(np.float32)
+
+    def act(
+        self, obs: np.ndarray, hidden: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """Sampled actions, values, log-probabilities and the states after ``obs``."""
+        after = self.state_after(obs, hidden)
+        actions, values, log_probs = self.heads.act(np.concatenate([obs, after], axis=1))
+        return actions, values, log_probs, after
+
+    def values(self, obs: np.ndarray, hidden: np.ndarray) -> np.ndarray:
+        """The critic's estimate of ``obs`` seen from ``hidden``."""
+        after = self.state_after(obs, hidden)
+        return self.heads.values(np.concatenate([obs, after], axis=1))
+
+
+@dataclass
+class RecurrentPlayed:
+    """Where a rollout left the games: their observations, which start episodes, each
+    agent's state, the values to bootstrap the rollout's end, and whether it is whole."""
+
+    obs: np.ndarray
+    dones: np.ndarray
+    hidden: np.ndarray
+    last_values: np.ndarray
+    whole: bool
+
+
+def play_recurrent(
+    model: PPO,
+    env: VecEnv,
+    storage: RecurrentRolloutBuffer,
+    n_steps: int,
+    step_done: StepDone,
+    hidden: np.ndarray | None,
+) -> RecurrentPlayed:
+    """Step every env ``n_steps`` times from where ``model`` left the games, each agent's
+    state from ``hidden`` (None or another width: zeros), writing each step in place."""
+    assert model._last_obs is not None and model._last_episode_starts is not None
+    policy = model.policy
+    assert isinstance(policy, RecurrentActorCritic)
+    storage.reset()
+    space = model.action_space
+    low, high = (space.low, space.high) if isinstance(space, spaces.Box) else (None, None)
+    actor = RecurrentActor(policy, space)
+    obs: Any = model._last_obs
+    starts: np.ndarray = model._last_episode_starts
+    if hidden is None or hidden.shape != (env.num_envs, policy.memory):
+        hidden = np.zeros((env.num_envs, policy.memory), dtype=np.float32)
+    for _ in range(n_steps):
+        seen = hidden * (1.0 - starts.astype(np.float32))[:, None]
+        actions, values, log_probs, after = actor.act(obs, seen)
+        new_obs: Any
+        new_obs, rewards, dones, infos = env.step(
+            np.clip(actions, low, high) if low is not None else actions
+        )
+        if not step_done(rewards, dones, infos):
+            return RecurrentPlayed(new_obs, dones, after, np.zeros(0), whole=False)
+        _bootstrap_truncated(actor, model.gamma, after, rewards, dones, infos)
+        position = storage.pos
+        storage.hidden[position] = hidden
+        storage.observations[position] = obs
+        storage.actions[position] = actions.reshape(storage.actions[0].shape)
+        storage.rewards[position] = rewards
+        storage.episode_starts[position] = starts
+        storage.values[position] = values
+        storage.log_probs[position] = log_probs
+        storage.pos += 1
+        storage.full = storage.pos == storage.buffer_size
+        obs, starts, hidden = new_obs, dones, after
+    seen = hidden * (1.0 - starts.astype(np.float32))[:, None]
+    return RecurrentPlayed(obs, starts, hidden, actor.values(obs, seen), whole=True)
+
+
+def _bootstrap_truncated(
+    actor: RecurrentActor,
+    gamma: float,
+    hidden: np.ndarray,
+    rewards: np.ndarray,
+    dones: np.ndarray,
+    infos: list[dict[str, Any]],
+) -> None:
+    """Truncated episodes get the discounted value of the observation they were cut at,
+    seen with the state each had reached (SB3 #633), all in one batch."""
+    cut = [
+        (i, infos[i]["terminal_observation"])
+        for i in np.flatnonzero(dones).tolist()
+        if infos[i].get("TimeLimit.truncated", False)
+        and infos[i].get("terminal_observation") is not None
+    ]
+    if cut:
+        indices = [i for i, _ in cut]
+        last = np.stack([obs for _, obs in cut])
+        rewards[indices] += gamma * actor.values(last, hidden[indices])
+
+
+def sequence_length(steps: int, envs: int, minibatches: int) -> int:
+    """How long the update's sequences are: each agent's whole rollout, halved (while it
+    stays whole steps) until there are at least ``minibatches`` sequences."""
+    length = steps
+    while envs * (steps // length) < minibatches and length % 2 == 0:
+        length //= 2
+    return length
+
+
+def recurrent_train(model: PPO, adapt: Callable[[float], None] | None = None) -> None:
+    """``PPO.train`` for one rollout of a recurrent policy, minibatches of whole sequences.
+
+    :param model: whose ``rollout_buffer`` (a :class:`RecurrentRolloutBuffer`) was just
+        filled and its returns computed.
+    :param adapt: called with each minibatch's KL before its step (LeanPPO's adaptive
+        step size), or None.
+    """
+    policy = model.policy
+    buffer = model.rollout_buffer
+    assert isinstance(policy, RecurrentActorCritic) and isinstance(buffer, RecurrentRolloutBuffer)
+    policy.set_training_mode(True)
+    model._update_learning_rate(policy.optimizer)
+    progress = model._current_progress_remaining
+    clip_range = float(model.clip_range(progress))  # type: ignore[operator]
+    clip_range_vf = (
+        float(model.clip_range_vf(progress))  # type: ignore[operator]
+        if model.clip_range_vf is not None
+        else None
+    )
+    steps, envs = buffer.buffer_size, buffer.n_envs
+    count = max(1, round(steps * envs / model.batch_size))
+    length = sequence_length(steps, envs, count)
+    data = _Sequences(buffer, length, policy.device)
+    per_batch = max(1, data.count // count)
+    done: list[Minibatch] = []
+    epoch_kls: list[float] = []
+    stopped = False
+    for _ in range(model.n_epochs):
+        epoch_kls = []
+        order = torch.randperm(data.count)
+        for start in range(0, data.count, per_batch):
+            chosen = order[start : start + per_batch]
+            result, loss = _minibatch(model, data, chosen, clip_range, clip_range_vf)
+            done.append(result)
+            epoch_kls.append(result.approx_kl)
+            if model.target_kl is not None and result.approx_kl > 1.5 * model.target_kl:
+                stopped = True
+                break
+            if adapt is not None:
+                adapt(result.approx_kl)
+            policy.optimizer.zero_grad()
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(policy.parameters(), model.max_grad_norm)
+            policy.optimizer.step()
+        model._n_updates += 1
+        if stopped:
+            break
+    record_update(model, done, epoch_kls, clip_range, clip_range_vf)
+
+
+class _Sequences:
+    """A rollout cut into sequences of ``length`` steps (``[sequences, length, ...]``
+    tensors), each with the state stored at its first step."""
+
+    def __init__(self, buffer: RecurrentRolloutBuffer, length: int, device: torch.device) -> None:
+        steps, envs = buffer.buffer_size, buffer.n_envs
+        self.length = length
+        self.count = envs * (steps // length)
+
+        def cut(values: np.ndarray) -> torch.Tensor:
+            by_agent = np.asarray(values).swapaxes(0, 1)  # [envs, steps, ...]
+            shaped = by_agent.reshape(self.count, length, *by_agent.shape[2:])
+            return torch.as_tensor(np.ascontiguousarray(shaped), device=device).float()
+
+        self.obs = cut(buffer.observations)
+        self.actions = cut(buffer.actions)
+        self.starts = cut(buffer.episode_starts)
+        self.values = cut(buffer.values)
+        self.log_probs = cut(buffer.log_probs)
+        self.advantages = cut(buffer.advantages)
+        self.returns = cut(buffer.returns)
+        first = buffer.hidden[::length].swapaxes(0, 1)  # [envs, steps // length, memory]
+        self.hidden = torch.as_tensor(
+            np.ascontiguousarray(first.reshape(self.count, -1)), device=device
+        )
+
+
+def _minibatch(
+    model: PPO,
+    data: _Sequences,
+    chosen: torch.Tensor,
+    clip_range: float,
+    clip_range_vf: float | None,
+) -> tuple[Minibatch, torch.Tensor]:
+    """SB3's PPO loss over the chosen sequences (every step of each, flattened)."""
+    policy = model.policy
+    assert isinstance(policy, RecurrentActorCritic)
+    inputs, _ = policy.unroll(data.obs[chosen], data.starts[chosen], data.hidden[chosen])
+    actions = data.actions[chosen].flatten(0, 1)
+    values, log_prob, entropy = evaluate_actions(
+        policy, model.action_space, inputs.flatten(0, 1), actions
+    )
+    values = values.flatten()
+    advantages = data.advantages[chosen].flatten()
+    if model.normalize_advantage and len(advantages) > 1:
+        advantages = (advantages - advantages.mean()) / (advantages.std() + 1e-8)
+    log_ratio = log_prob - data.log_probs[chosen].flatten()
+    ratio = torch.exp(log_ratio)
+    policy_loss = -torch.min(
+        advantages * ratio, advantages * torch.clamp(ratio, 1 - clip_range, 1 + clip_range)
+    ).mean()
+    old_values = data.values[chosen].flatten()
+    predicted = (
+        values
+        if clip_range_vf is None
+        else old_values + torch.clamp(values - old_values, -clip_range_vf, clip_range_vf)
+    )
+    value_loss = F.mse_loss(data.returns[chosen].flatten(), predicted)
+    entropy_loss = -torch.mean(entropy)
+    loss = policy_loss + model.ent_coef * entropy_loss + model.vf_coef * value_loss
+    with torch.no_grad():
+        approx_kl = float(torch.mean((ratio - 1) - log_ratio))
+        clip_fraction = float(torch.mean((torch.abs(ratio - 1) > clip_range).float()))
+    result = Minibatch(
+        policy_loss.item(),
+        value_loss.item(),
+        entropy_loss.item(),
+        clip_fraction,
+        approx_kl,
+        stop=False,
+    )
+    return result, loss
