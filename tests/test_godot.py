@@ -16,6 +16,7 @@ import pytest
 from PIL import Image
 
 from game_bridge.bot_runner import BotRunner
+from game_bridge.frame_stack import start_episodes
 from game_bridge.launcher import LaunchConfig
 from game_bridge.vec_env import GameVecEnv
 from tests.conftest import REPO_ROOT, lander, wait_until
@@ -174,3 +175,39 @@ def test_godot_duel_mode_trains_with_self_play_and_its_bot_flies_both_sides_in_t
     assert observations.shape == (120, 11), "each lander sees its rival"
     bot = BotRunner.from_file(bot_file)
     assert np.abs(bot.act(observations) - np.array([row["action"] for row in rows])).max() <= 1e-4
+
+
+def test_the_gdscript_player_flies_a_bot_with_memory_as_the_numpy_runner_does(
+    tmp_path: Path,
+) -> None:
+    """A bot with memory exported by lander, flown by the Godot example itself: each
+    lander's state kept by the GDScript player from step to step and emptied when its
+    episode starts again, its actions the numpy runner's (which keeps the same states)."""
+    from tests.memory_bots import export_memory_bot
+
+    bot_file = export_memory_bot(tmp_path)
+    trace = tmp_path / "trace.jsonl"
+    flown = subprocess.run(
+        [str(GODOT_GAME), f"--bot={bot_file}", f"--bot_trace={trace}", "--bot_steps=260",
+         "--speedup=100", "--agents=2"],
+        capture_output=True, text=True, timeout=180, check=False,
+    )  # fmt: skip
+    assert flown.returncode == 0, flown.stdout + flown.stderr
+    rows = [json.loads(line) for line in trace.read_text().splitlines()]
+    assert len(rows) == 520
+    bot = BotRunner.from_file(bot_file)
+    starts = 0
+    for agent in (0, 1):
+        mine = [row for row in rows if row["agent"] == agent]
+        assert mine[0]["start"]
+        player = bot.policy()
+        for row in mine:
+            if row["start"]:
+                starts += 1
+                start_episodes(player, np.array([True]))
+            action = player(np.array([row["obs"]]))[0]
+            assert np.abs(action - np.array(row["action"])).max() <= 1e-4, row
+    assert starts > 2, "episodes ended and started again under the bot"
+    stateless = bot.act(np.array([row["obs"] for row in rows]))
+    played = np.array([row["action"] for row in rows])
+    assert np.abs(stateless - played).max() > 1e-3, "the memory changed the actions"

@@ -387,3 +387,30 @@ def test_a_run_with_memory_exports_plays_evaluates_and_resumes(
         if name.startswith("memory_cell")
     ]
     assert all(moved), "the resumed session trained the same memory on"
+
+
+def test_the_numpy_gradient_through_time_is_torchs() -> None:
+    """The update's GRU in numpy (forward and backpropagation through time, resets
+    included) against torch's autograd of ``unroll`` on the same sequences."""
+    from training.ppo.recurrent_update import GruPass
+
+    torch.manual_seed(1)
+    model = _model(memory=5)
+    policy = model.policy
+    assert isinstance(policy, RecurrentActorCritic)
+    obs = torch.randn(3, 9, 7)
+    starts = torch.zeros(3, 9)
+    starts[0, 4] = starts[2, 0] = 1.0
+    hidden = torch.randn(3, 5)
+    weights = torch.randn(3, 9, 5)
+    states_torch, _ = policy.unroll(obs, starts, hidden)
+    (states_torch[:, :, 7:] * weights).sum().backward()
+    expected = {name: p.grad.clone() for name, p in policy.memory_cell.named_parameters()}
+    policy.memory_cell.zero_grad()
+    gru = GruPass(policy, obs.numpy(), starts.numpy(), hidden.numpy())
+    assert np.abs(gru.states - states_torch[:, :, 7:].detach().numpy()).max() < 1e-5
+    (gru.tensor * weights).sum().backward()
+    gru.backward()
+    for name, p in policy.memory_cell.named_parameters():
+        assert p.grad is not None
+        assert torch.allclose(p.grad, expected[name], atol=1e-4, rtol=1e-4), name

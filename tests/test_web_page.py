@@ -289,3 +289,52 @@ def test_a_person_flying_with_the_keyboard_records_demos_that_train_a_run(
     )  # fmt: skip
     assert trained.returncode == 0, trained.stdout + trained.stderr
     assert "behaviour cloning:" in trained.stdout
+
+
+def test_the_page_flies_a_bot_with_memory_keeping_each_landers_state(
+    browser: Any, tmp_path: Path
+) -> None:
+    """A bot with memory: the page's runner keeps each lander's state as the numpy runner
+    does (reset where that lander's episode starts), and the page flies it."""
+    from game_bridge.frame_stack import start_episodes
+    from tests.memory_bots import export_memory_bot
+
+    (tmp_path / "bots").mkdir()
+    bot_path = export_memory_bot(tmp_path / "bots")
+    spec = json.loads(bot_path.read_text())
+    rng = np.random.default_rng(5)
+    observations = rng.uniform(-1, 1, (120, 3, 7))
+    starts = rng.random((120, 3)) < 0.05
+    starts[0] = True
+    player = BotRunner.from_file(bot_path).policy()
+    expected = []
+    for obs, started in zip(observations, starts, strict=True):
+        start_episodes(player, started)
+        expected.append(player(obs))
+    with serving(tmp_path, str(bot_path)) as url:
+        page = browser.new_page()
+        page.goto(url + "?speed=8&agents=3")
+        in_page = page.evaluate(
+            """([spec, steps, starts]) => {
+              const bot = new Bot(spec);
+              return steps.map((obs, t) => obs.map((o, i) => {
+                if (starts[t][i]) bot.startEpisode(i);
+                return bot.act(o, i);
+              }));
+            }""",
+            [spec, observations.tolist(), starts.tolist()],
+        )
+        assert np.abs(np.array(in_page) - np.array(expected)).max() <= 1e-5
+        wait_until(lambda: page.evaluate("window.lander.botVersion") >= 1, 10, "the bot to load")
+        assert page.evaluate("window.lander.botMemory") == 6
+        assert page.evaluate("window.lander.error") == ""
+        first = page.evaluate("window.lander.landers")
+        wait_until(
+            lambda: page.evaluate("window.lander.episodesStarted") >= 1, 30, "an episode to end"
+        )
+        moved = page.evaluate("window.lander.landers")
+        assert any(
+            abs(a["x"] - b["x"]) + abs(a["y"] - b["y"]) > 0.1
+            for a, b in zip(first, moved, strict=True)
+        )
+        page.close()

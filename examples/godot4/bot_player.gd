@@ -7,8 +7,11 @@ extends Node
 ## Drop-in: add a Node with this script, set bot_path (or call load_bot), then each
 ## physics step give it an agent's observation dict (what the agent's get_obs()
 ## returns under "obs") and apply the returned dict as the agent's action
-## (set_action). Its numbers are those of lander's numpy runner; the Godot 3 copy of
-## this player (examples/godot_lander/bot_player.gd) is checked against it to 1e-4.
+## (set_action). A bot with memory (trained with --memory, format version 2) keeps
+## each agent's state here: pass the agent's index to act() and call
+## start_episode(agent) when that agent's episode starts again (its reset()). Its
+## numbers are those of lander's numpy runner; the Godot 3 copy of this player
+## (examples/godot_lander/bot_player.gd) is checked against it to 1e-4.
 
 @export_file("*.json") var bot_path: String = ""
 
@@ -26,6 +29,8 @@ var nvec: Array = []
 var action_keys: Array = []  ## [key, size, discrete] per action key, in the game's order
 var run: String = ""
 var timesteps: int = 0
+var memory = null  ## a bot with memory: {"units", "weight_ih", "weight_hh", "bias_ih", "bias_hh"}
+var states: Dictionary = {}  ## agent -> its state; absent: the agent's episode starts
 
 
 func _ready() -> void:
@@ -41,8 +46,14 @@ func load_bot(path: String) -> bool:
 	if typeof(spec) != TYPE_DICTIONARY:
 		push_error("LanderBotPlayer: %s is not JSON" % path)
 		return false
-	if spec.get("format", "") != "lander-bot" or int(spec.get("version", 0)) != 1:
-		push_error("LanderBotPlayer: %s is not a lander bot of format version 1" % path)
+	var version := int(spec.get("version", 0))
+	if spec.get("format", "") != "lander-bot" or not (version == 1 or version == 2):
+		push_error("LanderBotPlayer: %s is not a lander bot of format version 1 or 2" % path)
+		return false
+	memory = spec.get("memory")
+	states = {}
+	if (version == 2) != (memory != null) or (memory != null and memory.get("kind", "") != "gru"):
+		push_error("LanderBotPlayer: %s: a version 2 bot has a GRU memory, a version 1 bot none" % path)
 		return false
 	var observation: Dictionary = spec["observation"]
 	obs_size = int(observation["size"])
@@ -96,14 +107,56 @@ func _flat(obs) -> Array:
 	return joined
 
 
-func network_output(obs) -> Array:
-	## The network's raw output (Gaussian means or logits) for one observation.
+func start_episode(agent: int = 0) -> void:
+	## The agent's next observation starts an episode: its memory starts empty.
+	states.erase(agent)
+
+
+func _sigmoid(value: float) -> float:
+	return 1.0 / (1.0 + exp(-value))
+
+
+func _remember(values: Array, agent: int) -> Array:
+	## torch's GRUCell: gates reset, update, new; the new gate's hidden part times reset.
+	var units: int = int(memory["units"])
+	var hidden: Array = states.get(agent, [])
+	if hidden.is_empty():
+		hidden.resize(units)
+		hidden.fill(0.0)
+	var given: Array = []
+	var kept: Array = []
+	for row in range(3 * units):
+		var total: float = float(memory["bias_ih"][row])
+		var weights: Array = memory["weight_ih"][row]
+		for k in range(values.size()):
+			total += float(weights[k]) * float(values[k])
+		given.append(total)
+		total = float(memory["bias_hh"][row])
+		weights = memory["weight_hh"][row]
+		for k in range(units):
+			total += float(weights[k]) * float(hidden[k])
+		kept.append(total)
+	var after: Array = []
+	for k in range(units):
+		var reset: float = _sigmoid(given[k] + kept[k])
+		var update: float = _sigmoid(given[units + k] + kept[units + k])
+		var new: float = tanh(given[2 * units + k] + reset * kept[2 * units + k])
+		after.append(new + update * (float(hidden[k]) - new))
+	states[agent] = after
+	return after
+
+
+func network_output(obs, agent: int = 0) -> Array:
+	## The network's raw output (Gaussian means or logits) for one observation; a bot
+	## with memory reads and keeps the agent's state.
 	var values: Array = _flat(obs).duplicate()
 	if not norm_mean.is_empty():
 		for k in range(values.size()):
 			values[k] = clampf(
 				(float(values[k]) - norm_mean[k]) / norm_scale[k], -norm_clip, norm_clip
 			)
+	if memory != null:
+		values.append_array(_remember(values, agent))
 	for layer in layers:
 		var weights: Array = layer["weights"]
 		var biases: Array = layer["biases"]
@@ -126,10 +179,10 @@ func _argmax(values: Array, start: int, count: int) -> int:
 	return best
 
 
-func act_vector(obs):
+func act_vector(obs, agent: int = 0):
 	## The action as lander's runner reads it: continuous means clipped to the bounds
 	## (an Array), the argmax of a discrete output (an int), or each segment's argmax.
-	var output := network_output(obs)
+	var output := network_output(obs, agent)
 	if action_type == "discrete":
 		return _argmax(output, 0, output.size())
 	if action_type == "multi_discrete":
@@ -147,10 +200,10 @@ func act_vector(obs):
 	return clipped
 
 
-func act(obs, default_key: String = "move") -> Dictionary:
+func act(obs, default_key: String = "move", agent: int = 0) -> Dictionary:
 	## The action dict the game expects, by the bot's action keys (a mixed policy's
 	## discrete key gets the argmax of its slots), else under default_key.
-	var vector = act_vector(obs)
+	var vector = act_vector(obs, agent)
 	if action_keys.is_empty():
 		return {default_key: vector}
 	var result := {}

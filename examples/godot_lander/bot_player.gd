@@ -5,9 +5,12 @@ extends Node
 # for Godot 4 games.
 #
 # Use: add a Node with this script, call load_bot("res://bots/run05.json") once,
-# then act(obs) for each agent's observation (the dict the game sends, or its
-# vector) and give the game what it returns (a dict by action key). The numbers
-# are those of lander's numpy runner within 1e-4 (tests/test_godot.py).
+# then act(obs, "thrust", agent) for each agent's observation (the dict the game
+# sends, or its vector) and give the game what it returns (a dict by action key).
+# A bot with memory (trained with --memory, format version 2) keeps each agent's
+# state here between calls: call start_episode(agent) when that agent's episode
+# starts again. The numbers are those of lander's numpy runner within 1e-4
+# (tests/test_godot.py).
 
 var layers = []  # each {"weights": rows of the input width, "biases", "activation"}
 var obs_size = 0
@@ -23,6 +26,8 @@ var nvec = []
 var action_keys = []  # [key, size, discrete] per action key, when the bot lists them
 var run = ""
 var timesteps = 0
+var memory = null  # a bot with memory: {"units", "weight_ih", "weight_hh", "bias_ih", "bias_hh"}
+var states = {}  # agent -> its state (memory's units numbers); absent: an episode's start
 
 
 func load_bot(path: String) -> bool:
@@ -36,8 +41,14 @@ func load_bot(path: String) -> bool:
 		push_error("bot_player: %s is not JSON" % path)
 		return false
 	var spec = parsed.result
-	if spec.get("format", "") != "lander-bot" or int(spec.get("version", 0)) != 1:
-		push_error("bot_player: %s is not a lander bot of format version 1" % path)
+	var version = int(spec.get("version", 0))
+	if spec.get("format", "") != "lander-bot" or not (version == 1 or version == 2):
+		push_error("bot_player: %s is not a lander bot of format version 1 or 2" % path)
+		return false
+	memory = spec.get("memory")
+	states = {}
+	if (version == 2) != (memory != null) or (memory != null and memory.get("kind", "") != "gru"):
+		push_error("bot_player: %s: a version 2 bot has a GRU memory, a version 1 bot none" % path)
 		return false
 	var observation = spec["observation"]
 	obs_size = int(observation["size"])
@@ -89,12 +100,53 @@ func _flat(obs) -> Array:
 	return joined
 
 
-func network_output(obs) -> Array:
-	# The network's raw output (Gaussian means or logits) for one observation.
+func start_episode(agent: int = 0) -> void:
+	# The agent's next observation starts an episode: its memory starts empty.
+	states.erase(agent)
+
+
+func _sigmoid(value: float) -> float:
+	return 1.0 / (1.0 + exp(-value))
+
+
+func _remember(values: Array, agent: int) -> Array:
+	# torch's GRUCell: gates reset, update, new; the new gate's hidden part times reset.
+	var units = int(memory["units"])
+	var hidden = states.get(agent)
+	if hidden == null:
+		hidden = []
+		for k in range(units):
+			hidden.append(0.0)
+	var gates = []
+	for row in range(3 * units):
+		var given = float(memory["bias_ih"][row])
+		var weights = memory["weight_ih"][row]
+		for k in range(values.size()):
+			given += float(weights[k]) * float(values[k])
+		var kept = float(memory["bias_hh"][row])
+		weights = memory["weight_hh"][row]
+		for k in range(units):
+			kept += float(weights[k]) * float(hidden[k])
+		gates.append([given, kept])
+	var after = []
+	for k in range(units):
+		var reset = _sigmoid(gates[k][0] + gates[k][1])
+		var update = _sigmoid(gates[units + k][0] + gates[units + k][1])
+		var new = tanh(gates[2 * units + k][0] + reset * gates[2 * units + k][1])
+		after.append(new + update * (float(hidden[k]) - new))
+	states[agent] = after
+	return after
+
+
+func network_output(obs, agent: int = 0) -> Array:
+	# The network's raw output (Gaussian means or logits) for one observation; a bot
+	# with memory reads and keeps the agent's state.
 	var values = _flat(obs).duplicate()
 	if norm_mean != null:
 		for k in range(values.size()):
 			values[k] = clamp((float(values[k]) - norm_mean[k]) / norm_scale[k], -norm_clip, norm_clip)
+	if memory != null:
+		values += _remember(values, agent)
 	for layer in layers:
 		var weights = layer["weights"]
 		var biases = layer["biases"]
@@ -117,10 +169,10 @@ func _argmax(values: Array, start: int, count: int) -> int:
 	return best
 
 
-func act_vector(obs):
+func act_vector(obs, agent: int = 0):
 	# The action as lander's runner reads it: continuous means clipped to the bounds
 	# (an Array), the argmax of a discrete output (an int), or each segment's argmax.
-	var output = network_output(obs)
+	var output = network_output(obs, agent)
 	if action_type == "discrete":
 		return _argmax(output, 0, output.size())
 	if action_type == "multi_discrete":
@@ -138,10 +190,10 @@ func act_vector(obs):
 	return clipped
 
 
-func act(obs, default_key: String = "thrust") -> Dictionary:
+func act(obs, default_key: String = "thrust", agent: int = 0) -> Dictionary:
 	# The action dict the game expects: by the bot's action keys when it lists them
 	# (a mixed policy's discrete key gets the argmax of its slots), else under default_key.
-	var vector = act_vector(obs)
+	var vector = act_vector(obs, agent)
 	if action_keys.empty():
 		return {default_key: vector}
 	var result = {}

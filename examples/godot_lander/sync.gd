@@ -25,6 +25,7 @@ var bot_text_hash = 0
 var bot_trace = null
 var bot_steps_left = 0
 var bot_step = 0
+var bot_starts = []  # agents whose next step starts an episode (told to a bot with memory)
 const BOT_CHECK_STEPS = 30  # how often bot mode looks for a newer bot in its file
 
 
@@ -119,12 +120,18 @@ func _bot_step() -> void:
 	# One step of the bot: act on every agent's observation, as the trainer would.
 	if bot_step % BOT_CHECK_STEPS == 0 and bot_step > 0:
 		_load_newer_bot()
+	if bot_starts.size() != n_agents:
+		bot_starts = []
+		for i in range(n_agents):
+			bot_starts.append(true)
 	for i in range(n_agents):
 		var obs = game.observe(i)
-		var action = bot.act({"obs": obs})
+		var action = bot.act({"obs": obs}, "thrust", i)
 		if bot_trace != null:
-			bot_trace.store_line('{"step": %d, "agent": %d, "obs": %s, "action": %s}' % [
-				bot_step, i, _numbers(obs), _numbers(action["thrust"])])
+			bot_trace.store_line('{"step": %d, "agent": %d, "start": %s, "obs": %s, "action": %s}' % [
+				bot_step, i, "true" if bot_starts[i] else "false", _numbers(obs),
+				_numbers(action["thrust"])])
+		bot_starts[i] = false
 		game.apply_action(i, action["thrust"])
 	bot_step += 1
 	bot_steps_left -= 1
@@ -149,6 +156,8 @@ func _bot_physics() -> void:
 		for i in range(n_agents):
 			if steps[i]["done"]:
 				game.reset_agent(i)
+				bot.start_episode(i)
+				bot_starts[i] = true
 	if bot_steps_left <= 0:
 		if bot_trace != null:
 			bot_trace.close()

@@ -220,7 +220,7 @@ def recurrent_train(model: PPO, adapt: Callable[[float], None] | None = None) ->
         order = torch.randperm(data.count)
         for start in range(0, data.count, per_batch):
             chosen = order[start : start + per_batch]
-            result, loss = _minibatch(model, data, chosen, clip_range, clip_range_vf)
+            result, loss, gru = _minibatch(model, data, chosen, clip_range, clip_range_vf)
             done.append(result)
             epoch_kls.append(result.approx_kl)
             if model.target_kl is not None and result.approx_kl > 1.5 * model.target_kl:
@@ -230,6 +230,7 @@ def recurrent_train(model: PPO, adapt: Callable[[float], None] | None = None) ->
                 adapt(result.approx_kl)
             policy.optimizer.zero_grad()
             loss.backward()
+            gru.backward()
             torch.nn.utils.clip_grad_norm_(policy.parameters(), model.max_grad_norm)
             policy.optimizer.step()
         model._n_updates += 1
@@ -265,17 +266,112 @@ class _Sequences:
         )
 
 
+class GruPass:
+    """The GRU unrolled along sequences in numpy, and its gradient by backpropagation
+    through time: the update's recurrent part without torch's per-op cost, which at these
+    sizes (a few sequences of 64 units) is most of a step's time (docs/performance.md,
+    "Bots that remember"). The MLPs above it stay torch's autograd; the gradient at the
+    states comes back here (:meth:`backward`). The arithmetic is
+    ``RecurrentActorCritic.unroll``'s (tests/test_memory.py compares the gradients).
+
+    :param policy: the policy whose ``memory_cell`` is unrolled (its weights read now).
+    :param obs: ``[sequences, steps, inputs]``.
+    :param starts: ``[sequences, steps]``, 1 where the state is zeroed before the step.
+    :param hidden: ``[sequences, units]``, the state before the first step.
+    """
+
+    def __init__(
+        self, policy: RecurrentActorCritic, obs: np.ndarray, starts: np.ndarray, hidden: np.ndarray
+    ) -> None:
+        cell = policy.memory_cell
+        self.cell = cell
+        self.weight_ih, self.weight_hh, self.bias_ih, self.bias_hh = (
+            p.detach().cpu().numpy()
+            for p in (cell.weight_ih, cell.weight_hh, cell.bias_ih, cell.bias_hh)
+        )
+        count, length, _ = obs.shape
+        units = self.weight_hh.shape[1]
+        self.obs, self.keep = obs, 1.0 - starts
+        gates_in = obs @ self.weight_ih.T + self.bias_ih  # every step's at once
+        shape = (count, length, units)
+        self.before = np.empty(shape, np.float32)  # each step's state after the reset mask
+        self.reset, self.update, self.new = (np.empty(shape, np.float32) for _ in range(3))
+        self.kept_new = np.empty(shape, np.float32)  # the new gate's hidden part
+        self.states = np.empty(shape, np.float32)
+        h: np.ndarray = hidden.astype(np.float32)
+        for step in range(length):
+            h = h * self.keep[:, step, None]
+            self.before[:, step] = h
+            gates_h = h @ self.weight_hh.T + self.bias_hh
+            given = gates_in[:, step]
+            reset = _sigmoid(given[:, :units] + gates_h[:, :units])
+            update = _sigmoid(given[:, units : 2 * units] + gates_h[:, units : 2 * units])
+            kept_new = gates_h[:, 2 * units :]
+            new = np.tanh(given[:, 2 * units :] + reset * kept_new)
+            h = new + update * (h - new)
+            self.reset[:, step], self.update[:, step], self.new[:, step] = reset, update, new
+            self.kept_new[:, step] = kept_new
+            self.states[:, step] = h
+        self.tensor = torch.from_numpy(self.states).to(cell.weight_hh.device).requires_grad_(True)
+        """The states as torch sees them: the MLPs' input, its gradient read by :meth:`backward`."""
+
+    def backward(self) -> None:
+        """Set the GRU's parameter gradients from the loss's gradient at every state (after
+        the loss's own ``backward``)."""
+        assert self.tensor.grad is not None
+        grad_states = self.tensor.grad.cpu().numpy()
+        count, length, units = self.states.shape
+        grad_gates_in = np.empty((count, length, 3 * units), np.float32)
+        grad_weight_hh = np.zeros_like(self.weight_hh)
+        grad_bias_hh = np.zeros_like(self.bias_hh)
+        carried = np.zeros((count, units), np.float32)
+        for step in range(length - 1, -1, -1):
+            grad_h = grad_states[:, step] + carried
+            reset, update, new = self.reset[:, step], self.update[:, step], self.new[:, step]
+            before = self.before[:, step]
+            grad_new = grad_h * (1.0 - update) * (1.0 - new * new)
+            grad_update = grad_h * (before - new) * update * (1.0 - update)
+            grad_reset = grad_new * self.kept_new[:, step] * reset * (1.0 - reset)
+            grad_gates_h = np.concatenate([grad_reset, grad_update, grad_new * reset], axis=1)
+            grad_gates_in[:, step] = np.concatenate([grad_reset, grad_update, grad_new], axis=1)
+            grad_weight_hh += grad_gates_h.T @ before
+            grad_bias_hh += grad_gates_h.sum(axis=0)
+            carried = (grad_h * update + grad_gates_h @ self.weight_hh) * self.keep[:, step, None]
+        flat_grads = grad_gates_in.reshape(-1, 3 * units)
+        grad_weight_ih = flat_grads.T @ self.obs.reshape(count * length, -1)
+        cell = self.cell
+        for parameter, grad in (
+            (cell.weight_ih, grad_weight_ih),
+            (cell.weight_hh, grad_weight_hh),
+            (cell.bias_ih, flat_grads.sum(axis=0)),
+            (cell.bias_hh, grad_bias_hh),
+        ):
+            parameter.grad = torch.as_tensor(grad, device=parameter.device)
+
+
+def _sigmoid(x: np.ndarray) -> np.ndarray:
+    return 1.0 / (1.0 + np.exp(-x))
+
+
 def _minibatch(
     model: PPO,
     data: _Sequences,
     chosen: torch.Tensor,
     clip_range: float,
     clip_range_vf: float | None,
-) -> tuple[Minibatch, torch.Tensor]:
-    """SB3's PPO loss over the chosen sequences (every step of each, flattened)."""
+) -> tuple[Minibatch, torch.Tensor, GruPass]:
+    """SB3's PPO loss over the chosen sequences (every step of each, flattened), and the
+    GRU's pass to backpropagate it through."""
     policy = model.policy
     assert isinstance(policy, RecurrentActorCritic)
-    inputs, _ = policy.unroll(data.obs[chosen], data.starts[chosen], data.hidden[chosen])
+    obs = data.obs[chosen]
+    gru = GruPass(
+        policy,
+        obs.cpu().numpy(),
+        data.starts[chosen].cpu().numpy(),
+        data.hidden[chosen].cpu().numpy(),
+    )
+    inputs = torch.cat([obs, gru.tensor], dim=2)
     actions = data.actions[chosen].flatten(0, 1)
     values, log_prob, entropy = evaluate_actions(
         policy, model.action_space, inputs.flatten(0, 1), actions
@@ -309,4 +405,4 @@ def _minibatch(
         approx_kl,
         stop=False,
     )
-    return result, loss
+    return result, loss, gru

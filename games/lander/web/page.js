@@ -30,7 +30,7 @@
   const returns = new Array(agents).fill(0), finished = [];
   const state = window.lander = {
     botVersion: 0, botRun: null, botSteps: null, error: "", steps: 0, landers: [], target: cursor,
-    score: null, flying: false, demoEpisodes: 0, demoSaved: "",
+    score: null, flying: false, demoEpisodes: 0, demoSaved: "", botMemory: 0, episodesStarted: 0,
   };
 
   function show(id, text) { document.getElementById(id).textContent = text; }
@@ -41,6 +41,7 @@
     const fresh = new Bot(spec);                      // throws BotError on a bad file
     bot = fresh; botKey = key;
     state.botVersion += 1; state.botRun = fresh.run; state.botSteps = fresh.timesteps;
+    state.botMemory = fresh.memory ? fresh.memory.units : 0;
     show("run", fresh.run || "(unnamed)");
     show("steps", fresh.timesteps.toLocaleString("en"));
     setError("");
@@ -151,7 +152,7 @@
       if (!byHand) { agent.tx = cursor.x; agent.ty = cursor.y; }   // the target is the cursor
       if (!bot && !byHand) continue;
       const obs = world.observe(i);
-      const action = byHand ? keyboardAction() : bot.act(obs);
+      const action = byHand ? keyboardAction() : bot.act(obs, i);   // a bot with memory keeps i's
       const result = world.step(i, action);
       if (byHand) flyByHand(result, obs, action);
       returns[i] += result.reward;
@@ -160,6 +161,8 @@
         if (finished.length > 20) finished.shift();
         returns[i] = 0;
         world.resetAgent(i);
+        if (bot) bot.startEpisode(i);
+        state.episodesStarted += 1;
       }
     }
     state.steps += 1;
