@@ -153,12 +153,54 @@ def _clock(args: argparse.Namespace, save: Callable[[Any, Path], None]) -> Any:
     )
 
 
+def _stack_coordinates(frames: int) -> None:
+    """Train on each agent's last ``frames`` observations joined, oldest first (what a
+    user without memory would try): lander's own frame stack (``game_bridge/frame_stack.py``,
+    the first observation repeated at an episode's start) over the coordinates, wrapped
+    around the games the trainer opens. A benchmark's side, not a lander setting."""
+    import numpy as np
+    from gymnasium import spaces
+    from stable_baselines3.common.vec_env import VecEnvWrapper
+
+    from game_bridge.frame_stack import FrameStack
+    from training.session import trainer
+
+    class CoordinateStack(VecEnvWrapper):
+        def __init__(self, venv: Any) -> None:
+            space = venv.observation_space
+            low, high = np.tile(space.low, frames), np.tile(space.high, frames)
+            super().__init__(venv, observation_space=spaces.Box(low, high, dtype=space.dtype))
+            self.stack = FrameStack(frames)
+
+        def reset(self) -> Any:
+            self.stack.start()
+            return self.stack(self.venv.reset())
+
+        def step_wait(self) -> Any:
+            obs, rewards, dones, infos = self.venv.step_wait()
+            for index in np.flatnonzero(dones):
+                terminal = infos[index].get("terminal_observation")
+                if terminal is not None:
+                    infos[index]["terminal_observation"] = self.stack.with_last(
+                        terminal, int(index)
+                    )
+            self.stack.start(dones)
+            return self.stack(obs), rewards, dones, infos
+
+    opened = trainer.make_vec_env
+    trainer.make_vec_env = lambda *a, **k: CoordinateStack(opened(*a, **k))  # type: ignore[assignment]
+
+
 def _run_lander(args: argparse.Namespace) -> None:
     from rich.console import Console
 
     from training.session.planning import TrainRequest
     from training.session.session_start import begin_session
 
+    settings = json.loads(args.settings)
+    stacked = int(settings.pop("stack_coordinates", 1))
+    if stacked > 1:
+        _stack_coordinates(stacked)
     overrides = {
         "timesteps": 10**9,
         "checkpoint_every": 10**9,
@@ -167,7 +209,7 @@ def _run_lander(args: argparse.Namespace) -> None:
         **({"agents_per_instance": args.agents} if args.agents is not None else {}),
         "speedup": args.speedup,
         "game_bin": args.binary,
-        **json.loads(args.settings),
+        **settings,
     }
     with tempfile.TemporaryDirectory(prefix="lander-skill-") as root:
         request = TrainRequest(Path(root), "skill", overrides)

@@ -36,12 +36,14 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from measure import busy_neighbours, free_base_port
 from rich.console import Console
 from rich.table import Table
 
+from game_bridge.frame_stack import FrameStack, StackedPolicy
 from game_bridge.launcher import LaunchConfig
 from game_bridge.vec_env import GameVecEnv
 from games.lander.controllers import random_actions, reference_actions
@@ -82,8 +84,9 @@ class RunResult:
     """lander's own start-up clock: seconds from the process's start to its first step."""
 
 
-def _snapshot_policy(path: Path, side: str) -> Policy:
-    """The deterministic policy of a snapshot (godot-rl's takes a dict observation)."""
+def _snapshot_policy(path: Path, side: str, stacked: int = 1) -> Policy:
+    """The deterministic policy of a snapshot (godot-rl's takes a dict observation; one
+    trained on its last ``stacked`` observations keeps them, as training stacked them)."""
     if side == "godot-rl":
         from stable_baselines3 import PPO
 
@@ -95,6 +98,8 @@ def _snapshot_policy(path: Path, side: str) -> Policy:
 
         return act
     model, normalizer = load_for_inference(path)
+    if stacked > 1:
+        return StackedPolicy(model_policy(model, normalizer), FrameStack(stacked))
     return model_policy(model, normalizer)
 
 
@@ -164,10 +169,22 @@ def first_skilled(
     return (snapshots[hit][0] if hit is not None else None), curve
 
 
-def run_side(
+@dataclass
+class Trained:
+    """One timed run's events and snapshots, and how its policies are scored."""
+
+    side: str
+    lines: list[dict[str, Any]]
+    snapshots: list[tuple[float, Path]]
+    score: Callable[[Path], float]
+    """The normalized score of a snapshot (on the observations the side trained on)."""
+
+
+def train_side(
     side: str, game: str, args: argparse.Namespace, scorer: Scorer, scratch: Path
-) -> RunResult:
-    """Launch one timed run, then evaluate its snapshots."""
+) -> Trained:
+    """Launch one timed run of ``side`` (``godot-rl``, ``lander`` or ``candidateN``, whose
+    settings are ``args.candidate[N - 1]``) and read what it reported."""
     python = GODOT_RL_PYTHON if side == "godot-rl" else Path(sys.executable)
     folder = Path(tempfile.mkdtemp(prefix=f"{side}-", dir=scratch))
     events = folder / "events.jsonl"
@@ -180,6 +197,7 @@ def run_side(
     # a camera candidate is scored on frames, a glimpse one on glimpses
     pixels = game_args.get("observation") == "pixels"
     glimpse = game_args.get("observation") == "glimpse"
+    stacked = int(json.loads(settings).get("stack_coordinates", 1))
     command = [
         str(python),
         str(RUNNER),
@@ -191,6 +209,8 @@ def run_side(
         str(events),
         "--snapshots",
         str(folder / "snapshots"),
+        "--snapshot-every",
+        str(getattr(args, "snapshot_every", 1.0)),
         "--n-parallel",
         str(args.n_parallel),
         "--agents",
@@ -215,12 +235,24 @@ def run_side(
     if completed.returncode != 0:
         raise SystemExit(f"{side} failed:\n{completed.stderr[-3000:]}")
     lines = [json.loads(line) for line in events.read_text().splitlines()]
-    rollouts = [e for e in lines if e["kind"] == "rollout"]
     snapshots = [(e["t"], Path(e["path"])) for e in lines if e["kind"] == "snapshot"]
-    hit = next((e for e in rollouts if (e["reward"] or -1e9) >= args.reward), None)
-    to_score, curve = first_skilled(
-        snapshots, lambda path: scorer(_snapshot_policy(path, side), pixels, glimpse), args.score
+    return Trained(
+        side,
+        lines,
+        snapshots,
+        lambda path: scorer(_snapshot_policy(path, side, stacked), pixels, glimpse),
     )
+
+
+def run_side(
+    side: str, game: str, args: argparse.Namespace, scorer: Scorer, scratch: Path
+) -> RunResult:
+    """Launch one timed run, then evaluate its snapshots."""
+    trained = train_side(side, game, args, scorer, scratch)
+    lines = trained.lines
+    rollouts = [e for e in lines if e["kind"] == "rollout"]
+    hit = next((e for e in rollouts if (e["reward"] or -1e9) >= args.reward), None)
+    to_score, curve = first_skilled(trained.snapshots, trained.score, args.score)
     last = rollouts[-1]
     wall = last["wall_collect"] + last["wall_update"]
     startup = next((e["marks"] for e in lines if e["kind"] == "startup"), {})

@@ -114,5 +114,10 @@ ENTRY = GameEntry(
     # Through its camera, half lander's step: 0.8 at 155 s where 0.002 peaked at 0.68 and
     # fell back to 0.34 in 240 s (0.0005: 0.79 at 213 s; docs/performance.md, "The
     # camera, second part").
-    arg_defaults={("observation", "pixels"): {"learning_rate": 1e-3}},
+    # In glimpses, the same half step: with memory, 0.8 at 90 s where 0.002 peaked at 0.72
+    # and fell back to 0.6 (docs/performance.md, "Bots that remember").
+    arg_defaults={
+        ("observation", "pixels"): {"learning_rate": 1e-3},
+        ("observation", "glimpse"): {"learning_rate": 1e-3},
+    },
 )
