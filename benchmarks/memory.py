@@ -155,7 +155,10 @@ def main() -> None:
         scorer = Scorer("bundled", args.episodes, 1, args.speedup)
         cost_args = argparse.Namespace(**{**vars(args), "seconds": args.cost_seconds})
         results = _race(
-            "plain lander", {"feed-forward": {}, "memory": {"memory": args.memory}}, cost_args, scorer
+            "plain lander",
+            {"feed-forward": {}, "memory": {"memory": args.memory}},
+            cost_args,
+            scorer,
         )
         for mark, key in ((f"score {args.score:g}", "to_score"), ("reward 200", "to_reward")):
             plain = _median([getattr(o, key) for o in results["feed-forward"]])

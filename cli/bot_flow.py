@@ -387,7 +387,8 @@ def _play(
     env = GameVecEnv(LaunchConfig(**launch, base_port=port, seed=seed, game_args=game_args))
     sides = (first_bot.spec.get("side"), second_bot.spec.get("side"))
     try:
-        return play_match(first_bot.act, second_bot.act, rounds, env, sides)
+        # policy(): a bot with memory keeps each of its agents' states through the rounds
+        return play_match(first_bot.policy(), second_bot.policy(), rounds, env, sides)
     except ValueError as exc:
         fail(str(exc))
     finally:

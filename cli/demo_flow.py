@@ -46,7 +46,8 @@ def _player(
     path = bot_path(root, target)
     bot = BotRunner.from_file(path)
     trained = bot_facts(bot, path).trained
-    return bot.act, trained, checkout_relative(root, path) or path.name
+    # policy(): a bot with memory keeps each agent's state (reset where episodes start)
+    return bot.policy(), trained, checkout_relative(root, path) or path.name
 
 
 def record_and_report(

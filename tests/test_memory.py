@@ -367,6 +367,13 @@ def test_a_run_with_memory_exports_plays_evaluates_and_resumes(
             largest = max(largest, float(np.abs(expected - actual).max()))
     assert largest < 1e-5, largest
 
+    recorded = lander(
+        tmp_path, "record", "recall", "--episodes", "3", "--out", str(tmp_path / "demos.json"),
+        "--port", str(port_block(1)),
+    )  # fmt: skip
+    assert recorded.returncode == 0, recorded.stdout + recorded.stderr
+    assert len(json.loads((tmp_path / "demos.json").read_text())["episodes"]) == 3
+
     evaluated = lander(tmp_path, "eval", "recall", "--episodes", "8")
     assert evaluated.returncode == 0, evaluated.stdout + evaluated.stderr
     assert "normalized_score=" in evaluated.stdout
@@ -387,6 +394,13 @@ def test_a_run_with_memory_exports_plays_evaluates_and_resumes(
         if name.startswith("memory_cell")
     ]
     assert all(moved), "the resumed session trained the same memory on"
+    reshaped = lander(
+        tmp_path, "train", "recall", "--resume", "recall", "--no-git", "--memory", "8",
+        "--timesteps", "64", "--port", str(port_block(2)), *flags,
+    )  # fmt: skip
+    said = reshaped.stdout + reshaped.stderr
+    assert reshaped.returncode != 0 and "keeps a memory of 16 units" in said, said
+    assert "Traceback" not in said
 
 
 def test_the_numpy_gradient_through_time_is_torchs() -> None:
@@ -414,3 +428,35 @@ def test_the_numpy_gradient_through_time_is_torchs() -> None:
     for name, p in policy.memory_cell.named_parameters():
         assert p.grad is not None
         assert torch.allclose(p.grad, expected[name], atol=1e-4, rtol=1e-4), name
+
+
+@pytest.mark.parametrize("action_type", ["continuous", "discrete"])
+def test_a_bot_with_memory_exports_with_its_normalization_and_either_action(
+    tmp_path: Path, action_type: str
+) -> None:
+    """Normalised observations go through the GRU as the trainer saw them, in the bot file
+    and the ONNX graph alike; discrete choices come out of the same memory."""
+    from stable_baselines3.common.vec_env import VecNormalize
+
+    from training.bots.export import export_policy
+
+    env = VecNormalize(
+        make_vec_env(
+            lambda: LanderEnv(observation="glimpse", action_type=action_type), n_envs=4, seed=1
+        )
+    )
+    model = LeanPPO(
+        RecurrentActorCritic,
+        env,
+        n_steps=32,
+        batch_size=64,
+        n_epochs=2,
+        policy_kwargs={"memory": 8, "net_arch": {"pi": [16], "vf": [16]}},
+        seed=0,
+    )
+    model.learn(512)
+    assert np.abs(env.obs_rms.mean).max() > 0.01, "statistics the bot must carry"
+    result = export_policy(model, env, "norm", tmp_path / "norm.json", tmp_path / "norm.onnx")
+    assert result.bot_parity.agreement == 1.0 and result.onnx_parity.agreement == 1.0
+    spec = json.loads((tmp_path / "norm.json").read_text())
+    assert spec["observation"]["normalization"] is not None and spec["memory"]["units"] == 8

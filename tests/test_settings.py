@@ -186,3 +186,22 @@ def test_a_run_recorded_before_the_adaptive_step_size_resumes_with_a_constant_on
     older = from_dict(saved, "run.json")
     assert older.std_regrowth == 0.0 and older.max_std == 0.0  # as it trained
     assert TrainConfig().std_regrowth == 1.0 and TrainConfig().adaptive_kl == 0.01
+
+
+def test_a_policy_with_memory_plans_long_sequences_and_fewer_passes(tmp_path: Path) -> None:
+    """``--memory`` raises a run's rollout to 128 steps an agent and halves PPO's passes
+    (its update replays every sequence through the GRU); flags still decide."""
+
+    def plan(**overrides: Any) -> Any:
+        return plan_training(TrainRequest(tmp_path, "recall", overrides=overrides)).config
+
+    glimpse = {"game_args": {"observation": "glimpse"}}
+    remembering = plan(memory=64, **glimpse)
+    assert (remembering.n_steps, remembering.n_epochs) == (128, 5)
+    assert remembering.learning_rate == 1e-3, "the glimpse mode's own step"
+    plain = plan(**glimpse)
+    assert (plain.n_steps, plain.n_epochs) == (32, 10), "no memory: the lander's own"
+    chosen = plan(memory=64, n_steps=512, n_epochs=7)
+    assert (chosen.n_steps, chosen.n_epochs) == (512, 7)
+    general = plan(memory=16, game="gym:CartPole-v1")
+    assert (general.n_steps, general.n_epochs) == (128, 5)

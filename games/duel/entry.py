@@ -36,7 +36,7 @@ def _play(bot: BotRunner, options: PlayOptions) -> PlayResult:
         trace.targets.append(world.physics.target.copy())
 
     returns, outcomes = settings.rounds(
-        bot.act, settings.scripted_opponent, options.agents, options.seed, watch
+        bot.policy(), settings.scripted_opponent, options.agents, options.seed, watch
     )
     opponent = "prey" if isinstance(settings, ChaseSettings) else "pilot"
     tally = {name: int(np.sum(outcomes == value)) for value, name in OUTCOMES.items()}

@@ -27,7 +27,7 @@ def _play(bot: BotRunner, options: PlayOptions) -> PlayResult:
     if options.remote is not None:
         raise ValueError("a stroke bot corrects strokes in the bundled stroke game only")
     settings = StrokeSettings.from_game(options.game_args)
-    trace = play_strokes(bot.act, options.agents, options.seed, settings.reward_mode)
+    trace = play_strokes(bot.policy(), options.agents, options.seed, settings.reward_mode)
     mean = sum(trace.returns) / len(trace.returns)
     score = options.normalize(mean)
     assert score is not None  # the stroke game has its reference filter

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 import numpy as np
 from gymnasium import spaces
 
+from game_bridge.frame_stack import start_episodes
 from game_bridge.launcher import LaunchConfig
 from game_bridge.vec_env import GameVecEnv
 from games.spec import Policy
@@ -58,10 +59,12 @@ def record_episodes(policy: Policy, launch: LaunchConfig, episodes: int) -> Reco
         steps: list[list[tuple[np.ndarray, np.ndarray, float]]] = [[] for _ in range(env.num_envs)]
         finished: list[DemoEpisode] = []
         obs = np.asarray(env.reset())  # one vector per agent (checked above)
+        start_episodes(policy)
         while len(finished) < episodes:
             actions = _applied(policy(obs), action_space)
             sent = actions.reshape(-1) if isinstance(action_space, spaces.Discrete) else actions
             next_obs, rewards, dones, _infos = env.step(sent)
+            start_episodes(policy, dones)
             for index in range(env.num_envs):
                 steps[index].append((np.asarray(obs[index]), actions[index], float(rewards[index])))
                 if dones[index]:

@@ -141,6 +141,11 @@ def check_opponent_fits(path: Path, view: VecEnv) -> None:
         bot = BotRunner.from_file(path)
     except BotFormatError as exc:
         raise ConfigError(f"--opponent: {exc}") from None
+    if bot.memory is not None:
+        raise ConfigError(
+            f"--opponent {path}: a bot with memory cannot play the other sides yet; give an "
+            "opponent trained without --memory"
+        )
     observed = int(np.prod(view.observation_space.shape or (1,)))
     space = view.action_space
     box = isinstance(space, spaces.Box)

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from game_bridge.frame_stack import start_episodes
 from training.evaluation.ratings import assemble_actions, elo_difference, finished_rounds, sides_of
 from training.evaluation.scoring import Policy
 
@@ -126,12 +127,16 @@ def _play_half(
     mine, theirs = agents
     obs = np.asarray(env.reset())
     space = env.action_space
+    start_episodes(first)  # the agents each plays change sides between halves
+    start_episodes(second)
     while sum(tally.values()) < wanted:
         groups = [
             (mine, first(obs[mine][:, : columns[0]])),
             (theirs, second(obs[theirs][:, : columns[1]])),
         ]
         observed, rewards, dones, infos = env.step(assemble_actions(space, env.num_envs, groups))
+        start_episodes(first, dones[mine])
+        start_episodes(second, dones[theirs])
         obs = np.asarray(observed)
         for score in finished_rounds(mine, rewards, dones, infos)[: wanted - sum(tally.values())]:
             tally[score] += 1

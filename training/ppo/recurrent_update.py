@@ -11,8 +11,9 @@ bootstrapped from the value of their last observation seen with the state they r
 and the next step of that agent alone starts from zeros.
 
 The rollout plays in numpy over the policy's own weights (``game_bridge/memory.py``'s GRU,
-``numpy_policy``'s MLPs), as the feed-forward rollout does; the update is torch's autograd
-over the unrolled GRU (``RecurrentActorCritic.unroll``) with SB3's losses and logs.
+``numpy_policy``'s MLPs), as the feed-forward rollout does. The update unrolls the GRU and
+backpropagates through time in numpy too (:class:`GruPass`: torch's per-op cost is most of a
+step at these sizes), the MLPs and SB3's losses and logs in torch's autograd.
 """
 
 from __future__ import annotations

@@ -53,7 +53,7 @@ from training.evaluation.scoring import EvalResult, Policy, evaluate_through_bri
 from training.ppo.camera_policy import camera_policy_kwargs, sees_images
 from training.ppo.lean_ppo import LeanPPO
 from training.ppo.policy_tweaks import reset_action_std
-from training.ppo.recurrent_policy import RecurrentActorCritic
+from training.ppo.recurrent_policy import RecurrentActorCritic, memory_of
 from training.runs.checkpoints import (
     FINAL_NAME,
     CheckpointError,
@@ -620,6 +620,13 @@ def _build_model(
         # A zip SB3 can open but PPO cannot use (another algorithm's, other spaces).
         reason = str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__
         raise CheckpointError(f"cannot resume from {resume}: {reason}") from None
+    kept = memory_of(model.policy)
+    if kept != config.memory:
+        raise ConfigError(
+            f"--memory {config.memory}: {resume} keeps "
+            + (f"a memory of {kept} units" if kept else "no memory")
+            + " (the network's shape, fixed when a run starts): drop --memory, or start a new run"
+        )
     if reset_std is not None:
         reset_action_std(model, reset_std)
     return _with_collector(model, config)
