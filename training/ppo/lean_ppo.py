@@ -14,6 +14,9 @@ policies lander builds (a flat Box observation, Box or Discrete actions, no gSDE
 - truncated episodes bootstrapped in one batched value pass, their indices found in
   numpy; the episode statistics read only from the envs that finished.
 
+A policy with memory (``--memory``) takes its own rollout and update
+(``training/ppo/recurrent_update.py``: each agent's state carried, sequences replayed).
+
 Callbacks see what SB3's loop gives them: ``on_step`` after every vectorised step,
 ``self.locals`` with ``new_obs``, ``rewards``, ``dones`` and ``infos``. Any other policy
 takes SB3's own loop. :meth:`LeanPPO.train` is SB3's update, computed by
@@ -55,6 +58,7 @@ from training.ppo.recurrent_update import (
     recurrent_buffer,
     recurrent_train,
 )
+from training.ppo.rollout_steps import store_step, truncated
 
 MIN_ADAPTIVE_LR, MAX_ADAPTIVE_LR = 1e-5, 1e-2
 """The bounds of the adaptive step size (rsl_rl's)."""
@@ -415,18 +419,10 @@ def _play(
         )
         if not step_done(rewards, dones, infos):
             return _Played(new_obs, dones, np.zeros(0), whole=False)
-        finished = np.flatnonzero(dones)
-        if finished.size:
-            _bootstrap_truncated(actor, model.gamma, finished, rewards, infos)
-        position = storage.pos
-        storage.observations[position] = obs
-        storage.actions[position] = actions.reshape(storage.actions[0].shape)
-        storage.rewards[position] = rewards
-        storage.episode_starts[position] = starts
-        storage.values[position] = values
-        storage.log_probs[position] = log_probs
-        storage.pos += 1
-        storage.full = storage.pos == storage.buffer_size
+        cut, last = truncated(dones, infos)
+        if cut:  # truncated episodes get the discounted value of where they were cut
+            rewards[cut] += model.gamma * actor.values(last)
+        store_step(storage, obs, actions, rewards, starts, values, log_probs)
         obs, starts = new_obs, dones
     return _Played(obs, starts, actor.values(obs), whole=True)
 
@@ -484,26 +480,6 @@ def _values(policy: ActorCriticPolicy, obs: np.ndarray) -> np.ndarray:
     """The value head's estimate of a batch of observations."""
     features = torch.as_tensor(obs, device=policy.device).float()
     return policy.value_net(policy.mlp_extractor.forward_critic(features)).flatten().cpu().numpy()
-
-
-def _bootstrap_truncated(
-    actor: _Actor,
-    gamma: float,
-    finished: np.ndarray,
-    rewards: np.ndarray,
-    infos: list[dict[str, Any]],
-) -> None:
-    """Truncated episodes get the discounted value of the observation they were cut at
-    (SB3 #633), all in one batch."""
-    cut = [
-        (i, infos[i]["terminal_observation"])
-        for i in finished.tolist()
-        if infos[i].get("TimeLimit.truncated", False)
-        and infos[i].get("terminal_observation") is not None
-    ]
-    if cut:
-        indices = [i for i, _ in cut]
-        rewards[indices] += gamma * actor.values(np.stack([obs for _, obs in cut]))
 
 
 def _copy_rollout(source: RolloutBuffer, target: RolloutBuffer) -> None:

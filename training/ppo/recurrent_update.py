@@ -34,6 +34,7 @@ from training.ppo.action_heads import evaluate_actions
 from training.ppo.lean_update import Minibatch, record_update
 from training.ppo.numpy_policy import NumpyActor
 from training.ppo.recurrent_policy import RecurrentActorCritic
+from training.ppo.rollout_steps import store_step, truncated
 
 StepDone = Callable[[np.ndarray, np.ndarray, list[dict[str, Any]]], bool]
 
@@ -141,42 +142,14 @@ def play_recurrent(
         )
         if not step_done(rewards, dones, infos):
             return RecurrentPlayed(new_obs, dones, after, np.zeros(0), whole=False)
-        _bootstrap_truncated(actor, model.gamma, after, rewards, dones, infos)
-        position = storage.pos
+        cut, last = truncated(dones, infos)
+        if cut:  # bootstrapped from the value of where they were cut, seen with their state
+            rewards[cut] += model.gamma * actor.values(last, after[cut])
+        position = store_step(storage, obs, actions, rewards, starts, values, log_probs)
         storage.hidden[position] = hidden
-        storage.observations[position] = obs
-        storage.actions[position] = actions.reshape(storage.actions[0].shape)
-        storage.rewards[position] = rewards
-        storage.episode_starts[position] = starts
-        storage.values[position] = values
-        storage.log_probs[position] = log_probs
-        storage.pos += 1
-        storage.full = storage.pos == storage.buffer_size
         obs, starts, hidden = new_obs, dones, after
     seen = hidden * (1.0 - starts.astype(np.float32))[:, None]
     return RecurrentPlayed(obs, starts, hidden, actor.values(obs, seen), whole=True)
-
-
-def _bootstrap_truncated(
-    actor: RecurrentActor,
-    gamma: float,
-    hidden: np.ndarray,
-    rewards: np.ndarray,
-    dones: np.ndarray,
-    infos: list[dict[str, Any]],
-) -> None:
-    """Truncated episodes get the discounted value of the observation they were cut at,
-    seen with the state each had reached (SB3 #633), all in one batch."""
-    cut = [
-        (i, infos[i]["terminal_observation"])
-        for i in np.flatnonzero(dones).tolist()
-        if infos[i].get("TimeLimit.truncated", False)
-        and infos[i].get("terminal_observation") is not None
-    ]
-    if cut:
-        indices = [i for i, _ in cut]
-        last = np.stack([obs for _, obs in cut])
-        rewards[indices] += gamma * actor.values(last, hidden[indices])
 
 
 def sequence_length(steps: int, envs: int, minibatches: int) -> int:
