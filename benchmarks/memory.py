@@ -119,6 +119,9 @@ def main() -> None:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--parts", default="glimpse,cost")
+    parser.add_argument(
+        "--sides", default="memory,feed-forward,stacked", help="glimpse: the sides to train"
+    )
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--seconds", type=float, default=150.0, help="glimpse: time per run")
     parser.add_argument("--cost-seconds", type=float, default=60.0, help="cost: time per run")
@@ -136,12 +139,17 @@ def main() -> None:
     parts = args.parts.split(",")
     if "glimpse" in parts:
         scorer = Scorer("bundled", args.episodes, 1, args.speedup)
+        sides = {
+            "memory": {"game_args": GLIMPSE, "memory": args.memory},
+            "feed-forward": {"game_args": GLIMPSE},
+            "stacked": {"game_args": GLIMPSE, "stack_coordinates": args.stack},
+        }
+        chosen = args.sides.split(",")
         results = _race(
             "glimpse lander",
             {
-                "memory": {"game_args": GLIMPSE, "memory": args.memory},
-                "feed-forward": {"game_args": GLIMPSE},
-                f"stacked x{args.stack}": {"game_args": GLIMPSE, "stack_coordinates": args.stack},
+                (f"stacked x{args.stack}" if side == "stacked" else side): sides[side]
+                for side in chosen
             },
             args,
             scorer,
