@@ -29,7 +29,7 @@ from game_bridge.frame_stack import start_episodes
 from training.errors import ExportError
 from training.evaluation.scoring import model_policy
 from training.ppo.camera_policy import CameraExtractor, Centroids, is_camera
-from training.ppo.recurrent_policy import RecurrentActorCritic
+from training.ppo.recurrent_policy import RecurrentActorCritic, gru_step
 from training.runs.run_record import now_iso, write_json_atomic
 
 PARITY_SAMPLES = 10_000
@@ -559,7 +559,8 @@ class _OnnxPolicy(torch.nn.Module):
         if self.memory_cell is not None:
             # A bot with memory: state_ins is each agent's state [batch, units] (zeros at an
             # episode's start) and state_outs the state after this step (docs/godot.md).
-            state_ins = _gru_step(self.memory_cell, obs, state_ins)
+            cell = self.memory_cell
+            state_ins = gru_step(cell, obs @ cell.weight_ih.T + cell.bias_ih, state_ins)
             obs = torch.cat([obs, state_ins], dim=1)
         output = self.action_net(self.policy_net(obs))
         if not self.pieces:
@@ -584,18 +585,6 @@ class _OnnxPolicy(torch.nn.Module):
             start += size
         assert self.extractor is not None
         return parts if self.extractor.keyed else parts[self.parts[0][0]]
-
-
-def _gru_step(cell: torch.nn.GRUCell, x: torch.Tensor, hidden: torch.Tensor) -> torch.Tensor:
-    """torch's ``GRUCell`` written out in the operators every ONNX runtime has (MatMul,
-    Sigmoid, Tanh), so the file needs no GRU operator of its player."""
-    units = hidden.shape[1]
-    gates_in = x @ cell.weight_ih.T + cell.bias_ih
-    gates_h = hidden @ cell.weight_hh.T + cell.bias_hh
-    reset = torch.sigmoid(gates_in[:, :units] + gates_h[:, :units])
-    update = torch.sigmoid(gates_in[:, units : 2 * units] + gates_h[:, units : 2 * units])
-    new = torch.tanh(gates_in[:, 2 * units :] + reset * gates_h[:, 2 * units :])
-    return new + update * (hidden - new)
 
 
 def _starts(actions: tuple[tuple[str, int, bool], ...]) -> list[tuple[int, tuple[str, int, bool]]]:

@@ -82,18 +82,11 @@ class RecurrentActorCritic(ActorCriticPolicy):
         :return: the MLPs' input ``[sequences, steps, features + memory]`` and the last state.
         """
         cell = self.memory_cell
-        units = self.memory
         gates_in = features @ cell.weight_ih.T + cell.bias_ih  # every step's at once
         keep = 1.0 - starts
         states = []
         for step in range(features.shape[1]):
-            hidden = hidden * keep[:, step, None]
-            gates_h = hidden @ cell.weight_hh.T + cell.bias_hh
-            given = gates_in[:, step]
-            reset = torch.sigmoid(given[:, :units] + gates_h[:, :units])
-            update = torch.sigmoid(given[:, units : 2 * units] + gates_h[:, units : 2 * units])
-            new = torch.tanh(given[:, 2 * units :] + reset * gates_h[:, 2 * units :])
-            hidden = new + update * (hidden - new)
+            hidden = gru_step(cell, gates_in[:, step], hidden * keep[:, step, None])
             states.append(hidden)
         return torch.cat([features, torch.stack(states, dim=1)], dim=2), hidden
 
@@ -128,6 +121,18 @@ class RecurrentActorCritic(ActorCriticPolicy):
 
     def predict_values(self, *args: Any, **kwargs: Any) -> Any:
         raise _stateless()
+
+
+def gru_step(cell: nn.GRUCell, gates_in: torch.Tensor, hidden: torch.Tensor) -> torch.Tensor:
+    """torch's ``GRUCell`` from its input's share of the gates (``x @ W_ih.T + b_ih``),
+    written in the operators every ONNX runtime has (MatMul, Sigmoid, Tanh): the gates in the
+    order reset, update, new, the new gate's hidden part times the reset gate."""
+    units = hidden.shape[1]
+    gates_h = hidden @ cell.weight_hh.T + cell.bias_hh
+    reset = torch.sigmoid(gates_in[:, :units] + gates_h[:, :units])
+    update = torch.sigmoid(gates_in[:, units : 2 * units] + gates_h[:, units : 2 * units])
+    new = torch.tanh(gates_in[:, 2 * units :] + reset * gates_h[:, 2 * units :])
+    return new + update * (hidden - new)
 
 
 def _stateless() -> RecurrentPolicyError:
