@@ -53,6 +53,7 @@ from training.ppo.lean_update import lean_train, lean_update_fits
 from training.ppo.numpy_policy import HALF_LOG_2PI, NumpyActor, numpy_fits
 from training.ppo.recurrent_policy import is_recurrent, memory_of
 from training.ppo.recurrent_update import (
+    RecurrentPlayed,
     RecurrentRolloutBuffer,
     play_recurrent,
     recurrent_buffer,
@@ -207,11 +208,10 @@ class LeanPPO(PPO):
 
         :return: False when a callback stopped training mid-rollout, as in SB3.
         """
-        if is_recurrent(self.policy):
-            return self._collect_recurrent(env, callback, rollout_buffer, n_rollout_steps)
-        if not self.lean_rollouts():
+        recurrent = is_recurrent(self.policy)
+        if not recurrent and not self.lean_rollouts():
             return super().collect_rollouts(env, callback, rollout_buffer, n_rollout_steps)
-        if self.asynchronous:
+        if not recurrent and self.asynchronous:
             return self._collect_ahead(env, callback, rollout_buffer, n_rollout_steps)
         self.policy.set_training_mode(False)
         callback.on_rollout_start()
@@ -219,7 +219,15 @@ class LeanPPO(PPO):
         def step_done(rewards: np.ndarray, dones: np.ndarray, infos: list[dict[str, Any]]) -> bool:
             return self._count_step(env, callback, rewards, dones, infos)
 
-        played = _play(self, self.policy, env, rollout_buffer, n_rollout_steps, step_done)
+        played: _Played | RecurrentPlayed
+        if recurrent:  # a policy with memory (training/ppo/recurrent_update.py)
+            assert isinstance(rollout_buffer, RecurrentRolloutBuffer)
+            played = play_recurrent(
+                self, env, rollout_buffer, n_rollout_steps, step_done, self._last_hidden
+            )
+            self._last_hidden = played.hidden
+        else:
+            played = _play(self, self.policy, env, rollout_buffer, n_rollout_steps, step_done)
         self._last_obs, self._last_episode_starts = played.obs, played.dones
         if not played.whole:
             return False
@@ -228,34 +236,6 @@ class LeanPPO(PPO):
 
     _last_hidden: np.ndarray | None = None
     """A recurrent policy's state per env where the last rollout left the games."""
-
-    def _collect_recurrent(
-        self,
-        env: VecEnv,
-        callback: BaseCallback,
-        rollout_buffer: RolloutBuffer,
-        n_rollout_steps: int,
-    ) -> bool:
-        """A rollout of a policy with memory (training/ppo/recurrent_update.py)."""
-        assert isinstance(rollout_buffer, RecurrentRolloutBuffer)
-        self.policy.set_training_mode(False)
-        callback.on_rollout_start()
-
-        def step_done(rewards: np.ndarray, dones: np.ndarray, infos: list[dict[str, Any]]) -> bool:
-            return self._count_step(env, callback, rewards, dones, infos)
-
-        played = play_recurrent(
-            self, env, rollout_buffer, n_rollout_steps, step_done, self._last_hidden
-        )
-        self._last_obs, self._last_episode_starts = played.obs, played.dones
-        self._last_hidden = played.hidden
-        if not played.whole:
-            return False
-        rollout_buffer.compute_returns_and_advantage(
-            last_values=torch.as_tensor(played.last_values), dones=played.dones
-        )
-        callback.on_rollout_end()
-        return True
 
     def _count_step(
         self,
@@ -277,7 +257,10 @@ class LeanPPO(PPO):
         return True
 
     def _end_rollout(
-        self, callback: BaseCallback, rollout_buffer: RolloutBuffer, played: _Played
+        self,
+        callback: BaseCallback,
+        rollout_buffer: RolloutBuffer,
+        played: _Played | RecurrentPlayed,
     ) -> None:
         rollout_buffer.compute_returns_and_advantage(
             last_values=torch.as_tensor(played.last_values), dones=played.dones
