@@ -44,6 +44,8 @@ class Outcome:
     to_score: float | None
     to_reward: float | None
     steps: int
+    curve: list[tuple[float, float]]
+    """(clock, score) of every ``--curve``-th snapshot, when asked for."""
 
 
 def _run(
@@ -55,7 +57,9 @@ def _run(
     final = trained.score(trained.snapshots[-1][1])
     rollouts = [e for e in trained.lines if e["kind"] == "rollout"]
     hit = next((e for e in rollouts if (e["reward"] or -1e9) >= 200.0), None)
-    return Outcome(final, to_score, hit["t"] if hit else None, rollouts[-1]["steps"])
+    every = args.curve
+    curve = [(t, trained.score(path)) for t, path in trained.snapshots[::every]] if every else []
+    return Outcome(final, to_score, hit["t"] if hit else None, rollouts[-1]["steps"], curve)
 
 
 def _spread(values: list[float | None], fmt: str) -> str:
@@ -93,6 +97,8 @@ def _race(
                     f"{args.score:g} at {outcome.to_score}, reward 200 at {outcome.to_reward}, "
                     f"{outcome.steps:,} steps"
                 )
+                if outcome.curve:
+                    console.print("  " + ", ".join(f"{t:.0f}s:{v:.2f}" for t, v in outcome.curve))
     table = Table(title=f"{title}: median (min-max) of {args.seeds} seeds, {args.seconds:g} s each")
     for column in (
         "side",
@@ -130,6 +136,9 @@ def main() -> None:
     parser.add_argument("--score", type=float, default=0.8, help="normalized score mark")
     parser.add_argument("--episodes", type=int, default=128, help="episodes per evaluation")
     parser.add_argument("--snapshot-every", type=float, default=3.0)
+    parser.add_argument(
+        "--curve", type=int, default=0, help="also score and print every Nth snapshot (0: none)"
+    )
     parser.add_argument("--n-parallel", type=int, default=4)
     parser.add_argument("--agents", type=int, default=8)
     parser.add_argument("--speedup", type=float, default=1000.0)

@@ -18,11 +18,23 @@ from training.ppo.numpy_policy import HALF_LOG_2PI
 
 
 def evaluate_actions(
-    policy: ActorCriticPolicy, space: spaces.Space[Any], obs: torch.Tensor, actions: torch.Tensor
+    policy: ActorCriticPolicy,
+    space: spaces.Space[Any],
+    obs: torch.Tensor,
+    actions: torch.Tensor,
+    critic_obs: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Values, log-probabilities of ``actions`` and entropies, with gradients, as
-    ``ActorCriticPolicy.evaluate_actions`` computes them for a flat observation."""
-    latent_pi, latent_vf = policy.mlp_extractor(obs.float())
+    ``ActorCriticPolicy.evaluate_actions`` computes them for a flat observation.
+
+    :param critic_obs: what the critic reads instead of ``obs`` (the same values with
+        another gradient path: a memory's state the value loss must not train), or None.
+    """
+    if critic_obs is None:
+        latent_pi, latent_vf = policy.mlp_extractor(obs.float())
+    else:
+        latent_pi = policy.mlp_extractor.forward_actor(obs.float())
+        latent_vf = policy.mlp_extractor.forward_critic(critic_obs.float())
     head = policy.action_net(latent_pi)
     if isinstance(space, spaces.Box):
         log_std = policy.log_std
