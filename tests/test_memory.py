@@ -25,7 +25,7 @@ from training.ppo.recurrent_policy import RecurrentActorCritic, RecurrentPolicyE
 from training.ppo.recurrent_update import _Sequences, sequence_length
 
 
-def _model(n_envs: int = 4, memory: int = 8, **kwargs: Any) -> LeanPPO:
+def _model(n_envs: int = 4, memory: int = 8, critic_memory: bool = False, **kwargs: Any) -> LeanPPO:
     env = make_vec_env(lambda: LanderEnv(observation="glimpse"), n_envs=n_envs, seed=3)
     return LeanPPO(
         RecurrentActorCritic,
@@ -33,7 +33,11 @@ def _model(n_envs: int = 4, memory: int = 8, **kwargs: Any) -> LeanPPO:
         n_steps=16,
         batch_size=32,
         n_epochs=2,
-        policy_kwargs={"memory": memory, "net_arch": {"pi": [16], "vf": [16]}},
+        policy_kwargs={
+            "memory": memory,
+            "critic_memory": critic_memory,
+            "net_arch": {"pi": [16], "vf": [16]},
+        },
         seed=0,
         **kwargs,
     )
@@ -44,12 +48,15 @@ class _Quiet(BaseCallback):
         return True
 
 
-def _rollouts(model: LeanPPO, count: int) -> None:
+def _rollouts(model: LeanPPO, count: int, until: Any = None) -> None:
+    """``count`` rollouts from a reset, or fewer once ``until(buffer)`` holds."""
     model._setup_learn(10**6, None)
     callback = _Quiet()
     callback.init_callback(model)
     for _ in range(count):
         assert model.collect_rollouts(model.env, callback, model.rollout_buffer, model.n_steps)
+        if until is not None and until(model.rollout_buffer):
+            return
 
 
 def test_numpy_gru_is_torchs_gru_cell() -> None:
@@ -64,20 +71,33 @@ def test_numpy_gru_is_torchs_gru_cell() -> None:
     assert weights.units == 7
 
 
-def test_the_update_replays_each_sequence_as_the_rollout_played_it() -> None:
+@pytest.mark.parametrize("critic_memory", [False, True], ids=["shared", "critic's own"])
+def test_the_update_replays_each_sequence_as_the_rollout_played_it(critic_memory: bool) -> None:
     """Stored states and episode starts make the update's forward the rollout's: the same
-    log-probabilities and values, however the rollout is cut into sequences."""
-    model = _model()
-    _rollouts(model, 14)  # 224 steps: episodes of the 200-step lander start mid-rollout
+    log-probabilities and values, however the rollout is cut into sequences (the critic
+    reading the actor's state, or its own)."""
+    model = _model(critic_memory=critic_memory)
     buffer = model.rollout_buffer
-    assert buffer.episode_starts.sum() > 0
+
+    def restarted(stored: Any) -> bool:  # an episode starts mid-rollout (the lander's end)
+        return bool(stored.episode_starts[1:].sum() > 0)
+
+    _rollouts(model, 30, until=restarted)
+    assert restarted(buffer)
     policy = model.policy
     assert isinstance(policy, RecurrentActorCritic)
+    assert buffer.hidden.shape[2] == (16 if critic_memory else 8)
     for length in (16, 4):
         data = _Sequences(buffer, length, torch.device("cpu"))
         with torch.no_grad():
-            inputs, _ = policy.unroll(data.obs, data.starts, data.hidden)
-            latent_pi, latent_vf = policy.mlp_extractor(inputs.flatten(0, 1))
+            inputs, _ = policy.unroll(data.obs, data.starts, data.hidden[:, :8])
+            critic_inputs = inputs
+            if critic_memory:
+                critic_inputs, _ = policy.unroll(
+                    data.obs, data.starts, data.hidden[:, 8:], critic=True
+                )
+            latent_pi = policy.mlp_extractor.forward_actor(inputs.flatten(0, 1))
+            latent_vf = policy.mlp_extractor.forward_critic(critic_inputs.flatten(0, 1))
             values = policy.value_net(latent_vf).flatten()
             head = policy.action_net(latent_pi)
         z = (data.actions.flatten(0, 1) - head) * torch.exp(-policy.log_std)
@@ -117,6 +137,20 @@ def test_training_changes_every_part_and_the_update_logs_what_ppo_logs() -> None
     logged = model.logger.name_to_value
     for key in ("train/approx_kl", "train/value_loss", "train/clip_fraction", "train/std"):
         assert key in logged
+
+
+def test_each_memory_learns_from_its_own_loss() -> None:
+    """The actor's GRU learns from the policy's loss, the critic's own from the value's:
+    with the value loss weighted 0 the critic's memory stays as it was; with its weight
+    it moves, and the actor's memory moves either way."""
+    for vf_coef, critic_moves in ((0.0, False), (0.5, True)):
+        model = _model(critic_memory=True, vf_coef=vf_coef)
+        before = copy.deepcopy(model.policy.state_dict())
+        model.learn(128)
+        after = model.policy.state_dict()
+        assert not torch.equal(before["memory_cell.weight_hh"], after["memory_cell.weight_hh"])
+        moved = not torch.equal(before["critic_cell.weight_hh"], after["critic_cell.weight_hh"])
+        assert moved == critic_moves, vf_coef
 
 
 def test_a_saved_policy_with_memory_loads_as_itself(tmp_path: Path) -> None:
@@ -421,7 +455,7 @@ def test_the_numpy_gradient_through_time_is_torchs() -> None:
     (states_torch[:, :, 7:] * weights).sum().backward()
     expected = {name: p.grad.clone() for name, p in policy.memory_cell.named_parameters()}
     policy.memory_cell.zero_grad()
-    gru = GruPass(policy, obs.numpy(), starts.numpy(), hidden.numpy())
+    gru = GruPass(policy.memory_cell, obs.numpy(), starts.numpy(), hidden.numpy())
     assert np.abs(gru.states - states_torch[:, :, 7:].detach().numpy()).max() < 1e-5
     (gru.tensor * weights).sum().backward()
     gru.backward()

@@ -121,11 +121,21 @@ def forward(stack: Stack, x: np.ndarray) -> list[np.ndarray]:
     return outputs
 
 
-def backward(stack: Stack, x: np.ndarray, outputs: list[np.ndarray], grad: np.ndarray) -> None:
-    """Add every layer's gradients for ``grad`` at the head's output."""
+def backward(
+    stack: Stack,
+    x: np.ndarray,
+    outputs: list[np.ndarray],
+    grad: np.ndarray,
+    need_input: bool = False,
+) -> np.ndarray | None:
+    """Add every layer's gradients for ``grad`` at the head's output; the gradient at
+    ``x`` if asked (a camera encoder below the MLP learns from it)."""
     inputs = [x, *outputs[:-1]]
     for index in range(len(stack) - 1, -1, -1):
-        grad = stack[index].backward(inputs[index], outputs[index], grad, need_input=index > 0)
+        grad = stack[index].backward(
+            inputs[index], outputs[index], grad, need_input=index > 0 or need_input
+        )
+    return grad if need_input else None
 
 
 def log_softmax(logits: np.ndarray) -> np.ndarray:
@@ -160,10 +170,14 @@ class NumpyActor:
         if self.continuous:
             self.log_std = policy.log_std.detach().numpy()
 
-    def act(self, obs: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def act(
+        self, obs: np.ndarray, critic_obs: np.ndarray | None = None
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """:param critic_obs: what the critic reads, where it is not ``obs`` (a critic
+        with a memory of its own)."""
         obs = np.asarray(obs, dtype=np.float32)
         head = _output(self.actor, obs)
-        values = self.values(obs)
+        values = self.values(obs if critic_obs is None else critic_obs)
         if self.continuous:
             noise = torch.randn(head.shape).numpy()
             actions = head + noise * np.exp(self.log_std)

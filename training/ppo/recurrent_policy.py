@@ -43,14 +43,19 @@ class RecurrentActorCritic(ActorCriticPolicy):
         lr_schedule: Any,
         *args: Any,
         memory: int = 64,
+        critic_memory: bool = False,
         **kwargs: Any,
     ) -> None:
-        self.memory = memory  # read by _build_mlp_extractor, inside super().__init__
+        # read by _build_mlp_extractor, inside super().__init__
+        self.memory, self.critic_memory = memory, critic_memory
         super().__init__(observation_space, action_space, lr_schedule, *args, **kwargs)
 
     def _build_mlp_extractor(self) -> None:
-        """The GRU, then SB3's MLPs over the features beside its state."""
+        """The GRU (and the critic's, with ``critic_memory``), then SB3's MLPs over the
+        features beside the state."""
         self.memory_cell = nn.GRUCell(self.features_dim, self.memory)
+        if self.critic_memory:
+            self.critic_cell = nn.GRUCell(self.features_dim, self.memory)
         self.mlp_extractor = MlpExtractor(
             self.features_dim + self.memory,
             net_arch=self.net_arch,
@@ -58,12 +63,23 @@ class RecurrentActorCritic(ActorCriticPolicy):
             device=self.device,
         )
 
-    def _get_constructor_parameters(self) -> dict[str, Any]:
-        return {**super()._get_constructor_parameters(), "memory": self.memory}
+    @property
+    def state_width(self) -> int:
+        """The state a rollout carries per agent: the actor's, then the critic's if it has
+        one of its own."""
+        return 2 * self.memory if self.critic_memory else self.memory
 
-    def gru_weights(self) -> GruWeights:
-        """The GRU's arrays as numpy views of its parameters (no copy)."""
-        cell = self.memory_cell
+    def _get_constructor_parameters(self) -> dict[str, Any]:
+        return {
+            **super()._get_constructor_parameters(),
+            "memory": self.memory,
+            "critic_memory": self.critic_memory,
+        }
+
+    def gru_weights(self, critic: bool = False) -> GruWeights:
+        """The GRU's arrays (the critic's own with ``critic``) as numpy views of its
+        parameters (no copy)."""
+        cell = self.critic_cell if critic else self.memory_cell
         return GruWeights(
             *(
                 p.detach().cpu().numpy()
@@ -72,9 +88,13 @@ class RecurrentActorCritic(ActorCriticPolicy):
         )
 
     def unroll(
-        self, features: torch.Tensor, starts: torch.Tensor, hidden: torch.Tensor
+        self,
+        features: torch.Tensor,
+        starts: torch.Tensor,
+        hidden: torch.Tensor,
+        critic: bool = False,
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        """Run the GRU along sequences, with gradients.
+        """Run the GRU (the critic's own with ``critic``) along sequences, with gradients.
 
         :param features: ``[sequences, steps, features]``.
         :param starts: ``[sequences, steps]``, 1 where a step begins an episode (the
@@ -82,7 +102,7 @@ class RecurrentActorCritic(ActorCriticPolicy):
         :param hidden: ``[sequences, memory]``, the state before each sequence's first step.
         :return: the MLPs' input ``[sequences, steps, features + memory]`` and the last state.
         """
-        cell = self.memory_cell
+        cell = self.critic_cell if critic else self.memory_cell
         gates_in = features @ cell.weight_ih.T + cell.bias_ih  # every step's at once
         keep = 1.0 - starts
         states = []

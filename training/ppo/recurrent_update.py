@@ -79,25 +79,42 @@ class RecurrentActor:
     """
 
     def __init__(self, policy: RecurrentActorCritic, space: spaces.Space[Any]) -> None:
-        self.gru = policy.gru_weights()
+        self.grus = [policy.gru_weights()]
+        if policy.critic_memory:
+            self.grus.append(policy.gru_weights(critic=True))
+        self.units = policy.memory
         self.heads = NumpyActor(policy, space)
 
     def state_after(self, obs: np.ndarray, hidden: np.ndarray) -> np.ndarray:
-        """The state after seeing ``obs`` from ``hidden``."""
-        return self.gru.step(np.asarray(obs, dtype=np.float32), hidden).astype(np.float32)
+        """The state after seeing ``obs`` from ``hidden`` (the actor's, then the critic's
+        where it has its own)."""
+        x = np.asarray(obs, dtype=np.float32)
+        units = self.units
+        return np.concatenate(
+            [
+                gru.step(x, hidden[:, i * units : (i + 1) * units])
+                for i, gru in enumerate(self.grus)
+            ],
+            axis=1,
+        ).astype(np.float32)
+
+    def _inputs(self, obs: np.ndarray, after: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The actor's and the critic's MLP inputs: the observation beside each one's state."""
+        actor = np.concatenate([obs, after[:, : self.units]], axis=1)
+        critic = np.concatenate([obs, after[:, -self.units :]], axis=1)
+        return actor, critic
 
     def act(
         self, obs: np.ndarray, hidden: np.ndarray
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """Sampled actions, values, log-probabilities and the states after ``obs``."""
         after = self.state_after(obs, hidden)
-        actions, values, log_probs = self.heads.act(np.concatenate([obs, after], axis=1))
+        actions, values, log_probs = self.heads.act(*self._inputs(obs, after))
         return actions, values, log_probs, after
 
     def values(self, obs: np.ndarray, hidden: np.ndarray) -> np.ndarray:
         """The critic's estimate of ``obs`` seen from ``hidden``."""
-        after = self.state_after(obs, hidden)
-        return self.heads.values(np.concatenate([obs, after], axis=1))
+        return self.heads.values(self._inputs(obs, self.state_after(obs, hidden))[1])
 
 
 @dataclass
@@ -131,8 +148,8 @@ def play_recurrent(
     actor = RecurrentActor(policy, space)
     obs: Any = model._last_obs
     starts: np.ndarray = model._last_episode_starts
-    if hidden is None or hidden.shape != (env.num_envs, policy.memory):
-        hidden = np.zeros((env.num_envs, policy.memory), dtype=np.float32)
+    if hidden is None or hidden.shape != (env.num_envs, policy.state_width):
+        hidden = np.zeros((env.num_envs, policy.state_width), dtype=np.float32)
     for _ in range(n_steps):
         seen = hidden * (1.0 - starts.astype(np.float32))[:, None]
         actions, values, log_probs, after = actor.act(obs, seen)
@@ -194,7 +211,7 @@ def recurrent_train(model: PPO, adapt: Callable[[float], None] | None = None) ->
         order = torch.randperm(data.count)
         for start in range(0, data.count, per_batch):
             chosen = order[start : start + per_batch]
-            result, loss, gru = _minibatch(model, data, chosen, clip_range, clip_range_vf)
+            result, loss, grus = _minibatch(model, data, chosen, clip_range, clip_range_vf)
             done.append(result)
             epoch_kls.append(result.approx_kl)
             if model.target_kl is not None and result.approx_kl > 1.5 * model.target_kl:
@@ -204,7 +221,8 @@ def recurrent_train(model: PPO, adapt: Callable[[float], None] | None = None) ->
                 adapt(result.approx_kl)
             policy.optimizer.zero_grad()
             loss.backward()
-            gru.backward()
+            for gru in grus:
+                gru.backward()
             torch.nn.utils.clip_grad_norm_(policy.parameters(), model.max_grad_norm)
             policy.optimizer.step()
         model._n_updates += 1
@@ -248,16 +266,16 @@ class GruPass:
     states comes back here (:meth:`backward`). The arithmetic is
     ``RecurrentActorCritic.unroll``'s (tests/test_memory.py compares the gradients).
 
-    :param policy: the policy whose ``memory_cell`` is unrolled (its weights read now).
+    :param cell: the GRU unrolled (its weights read now): the policy's ``memory_cell`` or
+        its critic's.
     :param obs: ``[sequences, steps, inputs]``.
     :param starts: ``[sequences, steps]``, 1 where the state is zeroed before the step.
     :param hidden: ``[sequences, units]``, the state before the first step.
     """
 
     def __init__(
-        self, policy: RecurrentActorCritic, obs: np.ndarray, starts: np.ndarray, hidden: np.ndarray
+        self, cell: torch.nn.GRUCell, obs: np.ndarray, starts: np.ndarray, hidden: np.ndarray
     ) -> None:
-        cell = policy.memory_cell
         self.cell = cell
         self.weight_ih, self.weight_hh, self.bias_ih, self.bias_hh = (
             p.detach().cpu().numpy()
@@ -333,23 +351,26 @@ def _minibatch(
     chosen: torch.Tensor,
     clip_range: float,
     clip_range_vf: float | None,
-) -> tuple[Minibatch, torch.Tensor, GruPass]:
+) -> tuple[Minibatch, torch.Tensor, list[GruPass]]:
     """SB3's PPO loss over the chosen sequences (every step of each, flattened), and the
-    GRU's pass to backpropagate it through."""
+    GRUs' passes to backpropagate it through."""
     policy = model.policy
     assert isinstance(policy, RecurrentActorCritic)
     obs = data.obs[chosen]
-    gru = GruPass(
-        policy,
-        obs.cpu().numpy(),
-        data.starts[chosen].cpu().numpy(),
-        data.hidden[chosen].cpu().numpy(),
-    )
+    seen, starts = obs.cpu().numpy(), data.starts[chosen].cpu().numpy()
+    hidden, units = data.hidden[chosen].cpu().numpy(), policy.memory
+    gru = GruPass(policy.memory_cell, seen, starts, hidden[:, :units])
+    grus = [gru]
     inputs = torch.cat([obs, gru.tensor], dim=2).flatten(0, 1)
-    # The critic reads the same state, but its loss does not train the GRU (RecurrentPPO's
-    # shared_lstm): on the glimpse lander 0.8 came at 25-29 s on three seeds, where the
-    # value's gradient through the memory took 73-190 s (docs/performance.md).
-    critic_inputs = torch.cat([obs, gru.tensor.detach()], dim=2).flatten(0, 1)
+    if policy.critic_memory:  # the critic's own memory, trained by the value loss
+        critic_gru = GruPass(policy.critic_cell, seen, starts, hidden[:, units:])
+        grus.append(critic_gru)
+        critic_inputs = torch.cat([obs, critic_gru.tensor], dim=2).flatten(0, 1)
+    else:
+        # The critic reads the actor's state, but its loss does not train the GRU
+        # (RecurrentPPO's shared_lstm): on the glimpse lander 0.8 came at 25-29 s on three
+        # seeds, where the value's gradient through the memory took 73-190 s.
+        critic_inputs = torch.cat([obs, gru.tensor.detach()], dim=2).flatten(0, 1)
     actions = data.actions[chosen].flatten(0, 1)
     values, log_prob, entropy = evaluate_actions(
         policy, model.action_space, inputs, actions, critic_inputs
@@ -383,4 +404,4 @@ def _minibatch(
         approx_kl,
         stop=False,
     )
-    return result, loss, gru
+    return result, loss, grus

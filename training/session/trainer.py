@@ -603,7 +603,9 @@ def _build_model(
         if image:
             policy_kwargs.update(camera_policy_kwargs(config.camera_encoder, config.frame_stack))
         if config.memory:
-            policy_kwargs["memory"] = config.memory
+            # The critic keeps a memory of its own (RecurrentPPO's default): see
+            # docs/performance.md, "Bots that remember".
+            policy_kwargs.update(memory=config.memory, critic_memory=True)
         built = algorithm(
             _policy_class(config, env.observation_space, image),
             env,
