@@ -48,10 +48,18 @@ from stable_baselines3.common.torch_layers import FlattenExtractor
 from stable_baselines3.common.vec_env import VecEnv
 
 from training.ppo.action_heads import evaluate_actions
+from training.ppo.camera_policy import CameraExtractor, seed_channel_maps, sees_images
+from training.ppo.camera_update import (
+    CameraActor,
+    CameraDictRolloutBuffer,
+    CameraRolloutBuffer,
+    camera_buffer,
+    camera_update_fits,
+)
 from training.ppo.lean_adam import LeanAdam
 from training.ppo.lean_update import lean_train, lean_update_fits
 from training.ppo.numpy_policy import HALF_LOG_2PI, NumpyActor, numpy_fits
-from training.ppo.recurrent_policy import is_recurrent, memory_of
+from training.ppo.recurrent_policy import RecurrentActorCritic, is_recurrent
 from training.ppo.recurrent_update import (
     RecurrentPlayed,
     RecurrentRolloutBuffer,
@@ -84,8 +92,12 @@ class LeanPPO(PPO):
             super()._setup_model()
         finally:
             self.policy_kwargs = given
-        if is_recurrent(self.policy):
-            self.rollout_buffer = recurrent_buffer(self, memory_of(self.policy))
+        if isinstance(self.policy, RecurrentActorCritic):
+            self.rollout_buffer = recurrent_buffer(self, self.policy.state_width)
+        elif sees_images(self.observation_space):
+            self.rollout_buffer = camera_buffer(self)  # frames as the bytes they came as
+            if self.channel_maps:  # a loaded model's weights replace these
+                seed_channel_maps(self.policy.features_extractor)
         if self.lean_rollouts():
             # The update's forward pass with the distribution written out: the same
             # numbers as ActorCriticPolicy.evaluate_actions (tests/test_lean_ppo.py) for a
@@ -94,6 +106,10 @@ class LeanPPO(PPO):
             self.policy.evaluate_actions = functools.partial(  # type: ignore[method-assign]
                 evaluate_actions, self.policy, self.action_space
             )
+
+    channel_maps = True
+    """A new camera policy's centroid maps start one colour channel each
+    (``camera_policy.seed_channel_maps``)."""
 
     def train(self) -> None:
         """SB3's update: by :func:`~training.ppo.lean_update.lean_train` (the same arithmetic
@@ -197,6 +213,15 @@ class LeanPPO(PPO):
             and type(self.rollout_buffer) is RolloutBuffer
         )
 
+    def camera_rollouts(self) -> bool:
+        """True when a camera policy's rollouts are played in numpy (``CameraActor``):
+        lander's centroid encoder and SB3's MLPs, frames kept as bytes."""
+        return (
+            camera_update_fits(self)
+            and numpy_fits(self.policy)
+            and type(self.rollout_buffer) in (CameraRolloutBuffer, CameraDictRolloutBuffer)
+        )
+
     def collect_rollouts(
         self,
         env: VecEnv,
@@ -209,9 +234,10 @@ class LeanPPO(PPO):
         :return: False when a callback stopped training mid-rollout, as in SB3.
         """
         recurrent = is_recurrent(self.policy)
-        if not recurrent and not self.lean_rollouts():
+        flat = not recurrent and self.lean_rollouts()
+        if not recurrent and not flat and not self.camera_rollouts():
             return super().collect_rollouts(env, callback, rollout_buffer, n_rollout_steps)
-        if not recurrent and self.asynchronous:
+        if flat and self.asynchronous:
             return self._collect_ahead(env, callback, rollout_buffer, n_rollout_steps)
         self.policy.set_training_mode(False)
         callback.on_rollout_start()
@@ -418,7 +444,11 @@ class _Actor(Protocol):
 def _actor(policy: ActorCriticPolicy, space: spaces.Space[Any]) -> _Actor:
     """What plays a rollout: numpy over the policy's own weights where it writes the
     policy out (a third of torch's time per step here), else torch."""
-    return NumpyActor(policy, space) if numpy_fits(policy) else _TorchActor(policy, space)
+    if not numpy_fits(policy):
+        return _TorchActor(policy, space)
+    if isinstance(policy.features_extractor, CameraExtractor):
+        return CameraActor(policy, space)
+    return NumpyActor(policy, space)
 
 
 @dataclass

@@ -36,9 +36,11 @@ import numpy as np
 import torch
 from gymnasium import spaces
 from stable_baselines3 import PPO
+from stable_baselines3.common.torch_layers import FlattenExtractor
 from stable_baselines3.common.utils import explained_variance
 from torch import nn
 
+from training.ppo.camera_update import RolloutFeatures, camera_update_fits
 from training.ppo.lean_adam import LeanAdam
 from training.ppo.numpy_policy import (
     HALF_LOG_2PI,
@@ -54,11 +56,12 @@ from training.ppo.numpy_policy import (
 
 def lean_update_fits(model: PPO, lean_rollouts: bool) -> bool:
     """True when :func:`lean_train` computes ``model``'s update exactly: a policy the
-    lean rollout loop takes (``lean_rollouts``, LeanPPO's to say) whose layers numpy writes
-    out (``numpy_fits``), and LeanAdam with one group whose moments share one step count
+    lean rollout loop takes (``lean_rollouts``, LeanPPO's to say) or a camera policy of
+    lander's centroid encoder (``camera_update_fits``), whose layers numpy writes out
+    (``numpy_fits``), and LeanAdam with one group whose moments share one step count
     (always so for PPO)."""
     policy = model.policy
-    if not (lean_rollouts and numpy_fits(policy)):
+    if not ((lean_rollouts or camera_update_fits(model)) and numpy_fits(policy)):
         return False
     optimizer = policy.optimizer
     if not isinstance(optimizer, LeanAdam) or len(optimizer.param_groups) != 1:
@@ -171,18 +174,21 @@ class _Columns:
     returns: int
 
 
-def _rollout_columns(model: PPO) -> _Columns:
+def _rollout_columns(model: PPO, with_obs: bool) -> _Columns:
+    """The rollout's columns; without its observations where a camera policy's features
+    are computed apart (``obs`` is then an empty slice)."""
     buffer = model.rollout_buffer
     fields = [
-        buffer.observations,
+        buffer.observations if with_obs else np.zeros((*buffer.values.shape, 0), np.float32),
         buffer.actions,
         buffer.values,
         buffer.log_probs,
         buffer.advantages,
         buffer.returns,
     ]
+    rows = buffer.buffer_size * buffer.n_envs
     columns = [
-        array.swapaxes(0, 1).reshape(buffer.buffer_size * buffer.n_envs, -1) for array in fields
+        array.swapaxes(0, 1).reshape(rows, int(np.prod(array.shape[2:]))) for array in fields
     ]
     widths = np.cumsum([0, *(c.shape[1] for c in columns)]).tolist()
     return _Columns(
@@ -238,16 +244,27 @@ class _Update:
             else None
         )
 
-    def minibatch(self, batch: np.ndarray, columns: _Columns, stop_kl: float | None) -> Minibatch:
+    input_grad: np.ndarray | None = None
+    """With ``need_input``: the last minibatch's gradient at the MLPs' input (both heads')."""
+
+    def minibatch(
+        self,
+        obs: np.ndarray,
+        batch: np.ndarray,
+        columns: _Columns,
+        stop_kl: float | None,
+        need_input: bool = False,
+    ) -> Minibatch:
         """Compute the minibatch's loss and add its gradient to the flat gradients.
 
+        :param obs: the MLPs' input for the minibatch's rows (``batch``).
         :param stop_kl: with ``target_kl``, the approximate KL at which SB3 stops before
             this minibatch's step (its losses still logged): then the result says
             ``stop`` and no gradient is added.
+        :param need_input: keep the gradient at ``obs`` in :attr:`input_grad`.
         """
         model = self.model
         size = batch.shape[0]
-        obs = batch[:, columns.obs]
         pi_out = forward(self.pi_layers, obs)
         vf_out = forward(self.vf_layers, obs)
         head, values = pi_out[-1], vf_out[-1][:, 0]
@@ -312,8 +329,15 @@ class _Update:
             grad_head = -grad_log_prob[:, None] * p
             grad_head[rows, chosen] += grad_log_prob
             grad_head += (ent_coef / size) * p * (log_p + entropy[:, None])
-        backward(self.pi_layers, obs, pi_out, grad_head.astype(np.float32, copy=False))
-        backward(self.vf_layers, obs, vf_out, grad_values.astype(np.float32)[:, None])
+        pi_grad = backward(
+            self.pi_layers, obs, pi_out, grad_head.astype(np.float32, copy=False), need_input
+        )
+        vf_grad = backward(
+            self.vf_layers, obs, vf_out, grad_values.astype(np.float32)[:, None], need_input
+        )
+        if need_input:
+            assert pi_grad is not None and vf_grad is not None
+            self.input_grad = pi_grad + vf_grad
         return result
 
 
@@ -330,22 +354,26 @@ def lean_train(model: PPO, adapt: Callable[[float], None] | None = None) -> None
     assert isinstance(optimizer, LeanAdam)
     policy.set_training_mode(True)
     model._update_learning_rate(optimizer)
-    columns = _rollout_columns(model)
+    camera = not isinstance(policy.features_extractor, FlattenExtractor)
+    columns = _rollout_columns(model, with_obs=not camera)
     flat = FlatParameters(optimizer)
     stop_kl = 1.5 * model.target_kl if model.target_kl is not None else None
     done: list[Minibatch] = []
     epoch_kls: list[float] = []
     try:
         update = _Update(model, flat)
+        features = RolloutFeatures(model, flat.view, flat.values, flat.grads) if camera else None
         total = columns.data.shape[0]
         stopped = False
         for epoch in range(model.n_epochs):
             epoch_kls = []
             order = np.random.permutation(total)
             for start in range(0, total, model.batch_size):
-                batch = columns.data[order[start : start + model.batch_size]]
+                rows = order[start : start + model.batch_size]
+                batch = columns.data[rows]
                 flat.grads.fill(0)
-                result = update.minibatch(batch, columns, stop_kl)
+                obs = batch[:, columns.obs] if features is None else features.forward(rows)
+                result = update.minibatch(obs, batch, columns, stop_kl, need_input=camera)
                 done.append(result)
                 epoch_kls.append(result.approx_kl)
                 if result.stop:
@@ -353,6 +381,9 @@ def lean_train(model: PPO, adapt: Callable[[float], None] | None = None) -> None
                     if model.verbose >= 1:
                         print(f"Early stopping at step {epoch} due to reaching max kl")
                     break
+                if features is not None:
+                    assert update.input_grad is not None
+                    features.backward(update.input_grad)
                 if adapt is not None:
                     adapt(result.approx_kl)
                 flat.clip_grad_norm(model.max_grad_norm)

@@ -5,10 +5,16 @@ Each step the GRU reads the (normalised) observation and the state it left the s
 before; the MLPs above it read the observation beside the new state. The observation
 passes the memory by (a skip), so what a feed-forward policy learns from one observation
 it learns as fast here, and the state is left to hold only what the observation lacks:
-where the target was before it was hidden, what the other side did. One GRU serves both
-heads (RecurrentPPO's ``shared_lstm``), so a bot carries one state per agent; as there,
-only the actor's loss trains it (the critic reads the state without moving it: the value's
-gradient through the memory made the glimpse lander's 0.8 three to six times later).
+where the target was before it was hidden, what the other side did.
+
+A run's critic keeps a GRU of its own (``critic_memory``, RecurrentPPO's default), trained
+by the value loss alone, and the actor's is trained by the policy's loss alone: a game
+that hides things is one where a value without memory cannot tell states apart, and its
+advantages then lead the policy astray (on the glimpse lander a critic reading the actor's
+state peaked near 0.85 and fell back to 0.7; with its own it holds 0.95-1.00,
+docs/performance.md, "Bots that remember"). A bot plays the actor alone, so it carries
+one state per agent. Checkpoints from before (``critic_memory`` False) keep their shared
+GRU, which the critic reads without training.
 
 The state is reset to zeros at every episode's start, in the rollout, the update and
 every player (``game_bridge/memory.py``). PPO's update (``training/ppo/recurrent_update.py``)

@@ -13,16 +13,21 @@ from stable_baselines3.common.buffers import RolloutBuffer
 
 def store_step(
     storage: RolloutBuffer,
-    obs: np.ndarray,
+    obs: Any,
     actions: np.ndarray,
     rewards: np.ndarray,
     starts: np.ndarray,
     values: np.ndarray,
     log_probs: np.ndarray,
 ) -> int:
-    """Write one step of every env at the buffer's position and advance it; its index."""
+    """Write one step of every env at the buffer's position and advance it; its index.
+    ``obs`` is an array, or a dict of arrays by key for a buffer of several keys."""
     position = storage.pos
-    storage.observations[position] = obs
+    if isinstance(storage.observations, dict):
+        for key, stored in storage.observations.items():
+            stored[position] = obs[key]
+    else:
+        storage.observations[position] = obs
     storage.actions[position] = actions.reshape(storage.actions[0].shape)
     storage.rewards[position] = rewards
     storage.episode_starts[position] = starts
@@ -33,9 +38,10 @@ def store_step(
     return position
 
 
-def truncated(dones: np.ndarray, infos: list[dict[str, Any]]) -> tuple[list[int], np.ndarray]:
+def truncated(dones: np.ndarray, infos: list[dict[str, Any]]) -> tuple[list[int], Any]:
     """The envs whose episode a time limit (or a restarted game) cut this step, and their
-    last observations stacked: what SB3 #633 bootstraps from (empty when none)."""
+    last observations stacked (by key for observations of several keys): what SB3 #633
+    bootstraps from (empty when none)."""
     cut = [
         (i, infos[i]["terminal_observation"])
         for i in np.flatnonzero(dones).tolist()
@@ -44,4 +50,7 @@ def truncated(dones: np.ndarray, infos: list[dict[str, Any]]) -> tuple[list[int]
     ]
     if not cut:
         return [], np.zeros(0)
-    return [i for i, _ in cut], np.stack([obs for _, obs in cut])
+    last = [obs for _, obs in cut]
+    if isinstance(last[0], dict):
+        return [i for i, _ in cut], {key: np.stack([o[key] for o in last]) for key in last[0]}
+    return [i for i, _ in cut], np.stack(last)

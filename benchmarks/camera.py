@@ -1,0 +1,171 @@
+"""A camera bot against a coordinate bot on the same game, and today's camera path against
+the one before it, side by side.
+
+The bundled lander seen three ways, each side trained for its time with lander's defaults
+for that mode (sides alternate within each seed, the order flipping every seed; medians
+over ``--seeds``):
+
+- ``coordinates``: the lander's 7 coordinates;
+- ``camera``: its camera (``--game-arg observation=pixels``, 36 x 48 x 3 frames): the
+  numpy rollouts and update of training/ppo/camera_update.py, frames kept as bytes, the
+  centroid maps started one colour channel each;
+- ``camera-sb3``: the same camera through SB3's own rollouts and update (``--collector
+  sb3``) from SB3's start of the maps: the path before;
+- ``camera-random-maps`` (when asked for): the numpy path from SB3's start of the maps,
+  to tell the update's speed from the start's samples.
+
+Each side's snapshots are scored (normalized: random 0, the reference pilot 1; a camera
+side on the same frames it trained on) for the time and the samples to ``--score``, with
+its steps a second and the update's share of its time.
+
+    .venv/bin/python benchmarks/camera.py [--sides coordinates,camera,camera-sb3] [--seeds 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from time_to_skill import Scorer, first_skilled, train_side
+
+console = Console(width=150)
+PIXELS = {"observation": "pixels"}
+SIDES: dict[str, dict[str, object]] = {
+    "coordinates": {},
+    "camera": {"game_args": PIXELS},
+    "camera-sb3": {"game_args": PIXELS, "collector": "sb3", "channel_maps": False},
+    "camera-random-maps": {"game_args": PIXELS, "channel_maps": False},
+}
+
+
+@dataclass
+class Outcome:
+    """One side's run: when and after how many samples it first scored the mark, its speed
+    and its update's share of the time."""
+
+    to_score: float | None
+    samples: int | None
+    steps_per_s: float
+    update_share: float
+    best: float
+
+
+def _run(
+    settings: dict[str, object],
+    seconds: float,
+    args: argparse.Namespace,
+    scorer: Scorer,
+    scratch: Path,
+) -> Outcome:
+    run_args = argparse.Namespace(
+        **{**vars(args), "seconds": seconds, "candidate": [json.dumps(settings)]}
+    )
+    trained = train_side("candidate1", "bundled", run_args, scorer, scratch)
+    to_score, curve = first_skilled(trained.snapshots, trained.score, args.score)
+    rollouts = [e for e in trained.lines if e["kind"] == "rollout"]
+    samples = (
+        next((e["steps"] for e in rollouts if e["t"] >= to_score), rollouts[-1]["steps"])
+        if to_score is not None
+        else None
+    )
+    last = rollouts[-1]
+    wall = last["wall_collect"] + last["wall_update"]
+    return Outcome(
+        to_score,
+        samples,
+        last["steps"] / last["t"],
+        last["wall_update"] / wall if wall else 0.0,
+        max(score for _, score in curve),
+    )
+
+
+def _spread(values: list[float | None], fmt: str) -> str:
+    """Median (min-max); a run that missed the mark counts as beyond every other."""
+    reached = sorted(v for v in values if v is not None)
+    missed = len(values) - len(reached)
+    if len(reached) <= len(values) // 2:
+        return f"not reached ({missed}/{len(values)} missed)"
+    median = statistics.median(reached + [float("inf")] * missed)
+    high = "miss" if missed else fmt.format(reached[-1])
+    return f"{fmt.format(median)} ({fmt.format(reached[0])}-{high})"
+
+
+def _median(values: list[float | None]) -> float | None:
+    reached = [v for v in values if v is not None]
+    if len(reached) <= len(values) // 2:
+        return None
+    return statistics.median(sorted(reached) + [float("inf")] * (len(values) - len(reached)))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--sides", default="coordinates,camera,camera-sb3")
+    parser.add_argument("--seeds", type=int, default=3)
+    parser.add_argument("--seconds", type=float, default=240.0, help="time per camera run")
+    parser.add_argument(
+        "--coordinate-seconds", type=float, default=30.0, help="time per coordinate run"
+    )
+    parser.add_argument("--score", type=float, default=0.8, help="normalized score mark")
+    parser.add_argument("--episodes", type=int, default=64, help="episodes per evaluation")
+    parser.add_argument("--snapshot-every", type=float, default=3.0)
+    parser.add_argument("--n-parallel", type=int, default=4)
+    parser.add_argument("--agents", type=int, default=8)
+    parser.add_argument("--speedup", type=float, default=1000.0)
+    parser.add_argument("--busy", type=int, default=0)
+    args = parser.parse_args()
+    args.reward, args.difficulty, args.curves = 200.0, 1, False
+    chosen = args.sides.split(",")
+    scorer = Scorer("bundled", args.episodes, 1, args.speedup)
+    results: dict[str, list[Outcome]] = {side: [] for side in chosen}
+    with tempfile.TemporaryDirectory(prefix="camera-bench-") as scratch:
+        for seed in range(args.seeds):
+            for side in chosen if seed % 2 == 0 else chosen[::-1]:
+                seconds = args.coordinate_seconds if side == "coordinates" else args.seconds
+                settings = {**SIDES[side], "seed": seed}
+                outcome = _run(settings, seconds, args, scorer, Path(scratch))
+                results[side].append(outcome)
+                console.print(
+                    f"seed {seed} {side}: {args.score:g} at {outcome.to_score} s after "
+                    f"{outcome.samples} samples, best {outcome.best:.2f}, "
+                    f"{outcome.steps_per_s:,.0f} steps/s, update share {outcome.update_share:.2f}"
+                )
+    table = Table(title=f"the bundled lander, median (min-max) of {args.seeds} seeds")
+    for column in (
+        "side",
+        f"to score {args.score:g} (s)",
+        "samples to it",
+        "steps/s",
+        "update share",
+    ):
+        table.add_column(column, justify="right")
+    for side, runs in results.items():
+        table.add_row(
+            side,
+            _spread([r.to_score for r in runs], "{:.1f}"),
+            _spread([float(r.samples) if r.samples else None for r in runs], "{:,.0f}"),
+            f"{statistics.median(r.steps_per_s for r in runs):,.0f}",
+            f"{statistics.median(r.update_share for r in runs):.2f}",
+        )
+    console.print(table)
+    coordinates = _median([r.to_score for r in results.get("coordinates", [])])
+    for side in ("camera", "camera-sb3", "camera-random-maps"):
+        mine = _median([r.to_score for r in results.get(side, [])])
+        if coordinates and mine:
+            console.print(
+                f"  {side} / coordinates, time to {args.score:g}: {mine / coordinates:.1f}x"
+            )
+
+
+if __name__ == "__main__":
+    main()
