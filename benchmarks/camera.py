@@ -7,12 +7,9 @@ over ``--seeds``):
 
 - ``coordinates``: the lander's 7 coordinates;
 - ``camera``: its camera (``--game-arg observation=pixels``, 36 x 48 x 3 frames): the
-  numpy rollouts and update of training/ppo/camera_update.py, frames kept as bytes, the
-  centroid maps started one colour channel each;
+  numpy rollouts and update of training/ppo/camera_update.py, frames kept as bytes;
 - ``camera-sb3``: the same camera through SB3's own rollouts and update (``--collector
-  sb3``) from SB3's start of the maps: the path before;
-- ``camera-random-maps`` (when asked for): the numpy path from SB3's start of the maps,
-  to tell the update's speed from the start's samples.
+  sb3``): the path before.
 
 Each side's snapshots are scored (normalized: random 0, the reference pilot 1; a camera
 side on the same frames it trained on) for the time and the samples to ``--score``, with
@@ -35,6 +32,7 @@ from rich.console import Console
 from rich.table import Table
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from memory import median_reached, spread
 from time_to_skill import Scorer, first_skilled, train_side
 
 console = Console(width=150)
@@ -42,8 +40,7 @@ PIXELS = {"observation": "pixels"}
 SIDES: dict[str, dict[str, object]] = {
     "coordinates": {},
     "camera": {"game_args": PIXELS},
-    "camera-sb3": {"game_args": PIXELS, "collector": "sb3", "channel_maps": False},
-    "camera-random-maps": {"game_args": PIXELS, "channel_maps": False},
+    "camera-sb3": {"game_args": PIXELS, "collector": "sb3"},
 }
 
 
@@ -86,24 +83,6 @@ def _run(
         last["wall_update"] / wall if wall else 0.0,
         max(score for _, score in curve),
     )
-
-
-def _spread(values: list[float | None], fmt: str) -> str:
-    """Median (min-max); a run that missed the mark counts as beyond every other."""
-    reached = sorted(v for v in values if v is not None)
-    missed = len(values) - len(reached)
-    if len(reached) <= len(values) // 2:
-        return f"not reached ({missed}/{len(values)} missed)"
-    median = statistics.median(reached + [float("inf")] * missed)
-    high = "miss" if missed else fmt.format(reached[-1])
-    return f"{fmt.format(median)} ({fmt.format(reached[0])}-{high})"
-
-
-def _median(values: list[float | None]) -> float | None:
-    reached = [v for v in values if v is not None]
-    if len(reached) <= len(values) // 2:
-        return None
-    return statistics.median(sorted(reached) + [float("inf")] * (len(values) - len(reached)))
 
 
 def main() -> None:
@@ -152,15 +131,15 @@ def main() -> None:
     for side, runs in results.items():
         table.add_row(
             side,
-            _spread([r.to_score for r in runs], "{:.1f}"),
-            _spread([float(r.samples) if r.samples else None for r in runs], "{:,.0f}"),
+            spread([r.to_score for r in runs], "{:.1f}"),
+            spread([float(r.samples) if r.samples else None for r in runs], "{:,.0f}"),
             f"{statistics.median(r.steps_per_s for r in runs):,.0f}",
             f"{statistics.median(r.update_share for r in runs):.2f}",
         )
     console.print(table)
-    coordinates = _median([r.to_score for r in results.get("coordinates", [])])
-    for side in ("camera", "camera-sb3", "camera-random-maps"):
-        mine = _median([r.to_score for r in results.get(side, [])])
+    coordinates = median_reached([r.to_score for r in results.get("coordinates", [])])
+    for side in ("camera", "camera-sb3"):
+        mine = median_reached([r.to_score for r in results.get(side, [])])
         if coordinates and mine:
             console.print(
                 f"  {side} / coordinates, time to {args.score:g}: {mine / coordinates:.1f}x"

@@ -62,7 +62,8 @@ def _run(
     return Outcome(final, to_score, hit["t"] if hit else None, rollouts[-1]["steps"], curve)
 
 
-def _spread(values: list[float | None], fmt: str) -> str:
+def spread(values: list[float | None], fmt: str) -> str:
+    """Median (min-max) of runs; a run that missed the mark counts as beyond every other."""
     reached = [v for v in values if v is not None]
     if len(reached) <= len(values) // 2:
         return f"not reached ({len(values) - len(reached)}/{len(values)} missed)"
@@ -72,7 +73,8 @@ def _spread(values: list[float | None], fmt: str) -> str:
     return f"{fmt.format(statistics.median(ordered))} ({low}-{high})"
 
 
-def _median(values: list[float | None]) -> float | None:
+def median_reached(values: list[float | None]) -> float | None:
+    """The median of runs (a miss beyond every other), or None when half or more missed."""
     reached = [v for v in values if v is not None]
     if len(reached) <= len(values) // 2:
         return None
@@ -111,10 +113,10 @@ def _race(
     for side, outcomes in results.items():
         table.add_row(
             side,
-            _spread([o.final for o in outcomes], "{:.2f}"),
-            _spread([o.to_score for o in outcomes], "{:.1f}"),
-            _spread([o.to_reward for o in outcomes], "{:.1f}"),
-            _spread([float(o.steps) for o in outcomes], "{:,.0f}"),
+            spread([o.final for o in outcomes], "{:.2f}"),
+            spread([o.to_score for o in outcomes], "{:.1f}"),
+            spread([o.to_reward for o in outcomes], "{:.1f}"),
+            spread([float(o.steps) for o in outcomes], "{:,.0f}"),
         )
     console.print(table)
     return results
@@ -178,8 +180,8 @@ def main() -> None:
             scorer,
         )
         for mark, key in ((f"score {args.score:g}", "to_score"), ("reward 200", "to_reward")):
-            plain = _median([getattr(o, key) for o in results["feed-forward"]])
-            mine = _median([getattr(o, key) for o in results["memory"]])
+            plain = median_reached([getattr(o, key) for o in results["feed-forward"]])
+            mine = median_reached([getattr(o, key) for o in results["memory"]])
             if plain and mine:
                 console.print(f"  memory / feed-forward, time to {mark}: {mine / plain:.2f}")
 

@@ -201,10 +201,6 @@ def _run_lander(args: argparse.Namespace) -> None:
     stacked = int(settings.pop("stack_coordinates", 1))
     if stacked > 1:
         _stack_coordinates(stacked)
-    if not settings.pop("channel_maps", True):  # a benchmark's side: camera maps as SB3 starts them
-        from training.ppo.lean_ppo import LeanPPO
-
-        LeanPPO.channel_maps = False
     overrides = {
         "timesteps": 10**9,
         "checkpoint_every": 10**9,

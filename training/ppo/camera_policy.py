@@ -98,23 +98,6 @@ def centroid_encoder(
     )
 
 
-def seed_channel_maps(extractor: nn.Module, gain: float = 1.0) -> None:
-    """Start each centroid encoder's first maps as one colour channel each (the rest as
-    SB3's orthogonal init left them): from its first rollout the policy then reads where
-    each channel's things are, the positions a coordinate policy is given, and learns
-    from there which mixes matter. A random start mixes channels (one map's centroid lies
-    between two things) and leaves a map whose weights are all negative dark for good,
-    as its ReLU passes no gradient."""
-    for module in extractor.modules():
-        if isinstance(module, CentroidEncoder):
-            conv = module[1]
-            assert isinstance(conv, nn.Conv2d)
-            count = min(conv.out_channels, conv.in_channels)
-            with torch.no_grad():
-                conv.weight[:count] = 0.0
-                conv.weight[:count, :count, 0, 0] = gain * torch.eye(count)
-
-
 class CameraExtractor(BaseFeaturesExtractor):
     """Features of an observation with camera keys: each camera key through its encoder,
     each vector key as it is, joined in the observation's key order (as SB3's

@@ -48,7 +48,7 @@ from stable_baselines3.common.torch_layers import FlattenExtractor
 from stable_baselines3.common.vec_env import VecEnv
 
 from training.ppo.action_heads import evaluate_actions
-from training.ppo.camera_policy import CameraExtractor, seed_channel_maps, sees_images
+from training.ppo.camera_policy import CameraExtractor, sees_images
 from training.ppo.camera_update import (
     CameraActor,
     CameraDictRolloutBuffer,
@@ -96,8 +96,6 @@ class LeanPPO(PPO):
             self.rollout_buffer = recurrent_buffer(self, self.policy.state_width)
         elif sees_images(self.observation_space):
             self.rollout_buffer = camera_buffer(self)  # frames as the bytes they came as
-            if self.channel_maps:  # a loaded model's weights replace these
-                seed_channel_maps(self.policy.features_extractor)
         if self.lean_rollouts():
             # The update's forward pass with the distribution written out: the same
             # numbers as ActorCriticPolicy.evaluate_actions (tests/test_lean_ppo.py) for a
@@ -106,10 +104,6 @@ class LeanPPO(PPO):
             self.policy.evaluate_actions = functools.partial(  # type: ignore[method-assign]
                 evaluate_actions, self.policy, self.action_space
             )
-
-    channel_maps = True
-    """A new camera policy's centroid maps start one colour channel each
-    (``camera_policy.seed_channel_maps``)."""
 
     def train(self) -> None:
         """SB3's update: by :func:`~training.ppo.lean_update.lean_train` (the same arithmetic
