@@ -6,8 +6,10 @@ for that mode (sides alternate within each seed, the order flipping every seed; 
 over ``--seeds``):
 
 - ``coordinates``: the lander's 7 coordinates;
-- ``camera``: its camera (``--game-arg observation=pixels``, 36 x 48 x 3 frames): the
-  numpy rollouts and update of training/ppo/camera_update.py, frames kept as bytes;
+- ``camera``: its camera (``--game-arg observation=pixels``, 36 x 48 x 3 frames) as lander
+  trains it: SB3's rollouts and update over frames kept as bytes;
+- ``camera-numpy``: the numpy rollouts and update of training/ppo/camera_update.py (not
+  lander's default yet: ``LeanPPO.numpy_camera``);
 - ``camera-sb3``: the same camera through SB3's own rollouts and update (``--collector
   sb3``): the path before.
 
@@ -15,7 +17,7 @@ Each side's snapshots are scored (normalized: random 0, the reference pilot 1; a
 side on the same frames it trained on) for the time and the samples to ``--score``, with
 its steps a second and the update's share of its time.
 
-    .venv/bin/python benchmarks/camera.py [--sides coordinates,camera,camera-sb3] [--seeds 3]
+    .venv/bin/python benchmarks/camera.py [--sides coordinates,camera,camera-numpy,camera-sb3] [--seeds 3]
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ PIXELS = {"observation": "pixels"}
 SIDES: dict[str, dict[str, object]] = {
     "coordinates": {},
     "camera": {"game_args": PIXELS},
+    "camera-numpy": {"game_args": PIXELS, "numpy_camera": True},
     "camera-sb3": {"game_args": PIXELS, "collector": "sb3"},
 }
 
@@ -89,7 +92,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--sides", default="coordinates,camera,camera-sb3")
+    parser.add_argument("--sides", default="coordinates,camera,camera-numpy,camera-sb3")
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--seconds", type=float, default=240.0, help="time per camera run")
     parser.add_argument(
@@ -138,7 +141,7 @@ def main() -> None:
         )
     console.print(table)
     coordinates = median_reached([r.to_score for r in results.get("coordinates", [])])
-    for side in ("camera", "camera-sb3"):
+    for side in ("camera", "camera-numpy", "camera-sb3"):
         mine = median_reached([r.to_score for r in results.get(side, [])])
         if coordinates and mine:
             console.print(

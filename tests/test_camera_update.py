@@ -81,6 +81,7 @@ def _camera_model(discrete: bool, vector: bool, **settings: Any) -> LeanPPO:
         policy_kwargs=camera_policy_kwargs("centroids"),
         **settings,
     )
+    model.numpy_camera = True
     model.learn(256)  # moments and weights away from their start; a fresh rollout follows
     model.collect_rollouts(model.env, _NoCallback(), model.rollout_buffer, model.n_steps)
     return model
@@ -100,7 +101,7 @@ def test_the_camera_update_is_sb3s_update(
     vector: bool, discrete: bool, settings: dict[str, Any]
 ) -> None:
     model = _camera_model(discrete, vector, **settings)
-    assert camera_update_fits(model) and lean_update_fits(model, model.lean_rollouts())
+    assert camera_update_fits(model) and lean_update_fits(model, False, camera=True)
     conv = next(n for n in model.policy.state_dict() if "encoders" in n and n.endswith("weight"))
     before = model.policy.state_dict()[conv].clone()
     both = _update_both_ways(model)
@@ -159,6 +160,8 @@ def test_camera_rollouts_in_numpy_hold_what_sb3s_would(vector: bool, discrete: b
         device="cpu",
         policy_kwargs=camera_policy_kwargs("centroids"),
     )
+    assert not model.camera_rollouts(), "SB3's path unless asked for"
+    model.numpy_camera = True
     assert model.camera_rollouts()
     model.learn(30)
     buffer = model.rollout_buffer
@@ -185,8 +188,8 @@ def test_camera_rollouts_in_numpy_hold_what_sb3s_would(vector: bool, discrete: b
 
 
 def test_a_camera_checkpoint_from_before_the_numpy_update_resumes(tmp_path: Path) -> None:
-    """A camera run trained by main before this update (SB3's rollouts and update, frames
-    kept as float32) resumes through real games in numpy, its encoder learning on."""
+    """A camera run trained by main before this change (frames kept as float32) resumes
+    through real games with its frames as bytes, its encoder learning on."""
     saved, resumed = _resume_fixture(tmp_path, "before_camera_update", "oldcamera", 29660)
     conv = next(n for n in saved.policy.state_dict() if "encoders" in n and n.endswith("weight"))
     assert not torch.equal(saved.policy.state_dict()[conv], resumed.policy.state_dict()[conv])

@@ -276,7 +276,7 @@ def _sb3_update(model: LeanPPO) -> None:
     import training.ppo.lean_ppo as lean_ppo
 
     fits = lean_ppo.lean_update_fits
-    lean_ppo.lean_update_fits = lambda _model, _lean: False  # type: ignore[assignment]
+    lean_ppo.lean_update_fits = lambda _model, _lean, camera=False: False  # type: ignore[assignment]
     try:
         LeanPPO.train(model)
     finally:

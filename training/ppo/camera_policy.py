@@ -12,8 +12,8 @@ and of each map its centroid and its mass (:class:`Centroids`). That is a handfu
 cheap operations per pixel, keeps positions to a fraction of a pixel, and lets the
 dense layers above it learn the way they do from coordinates. ``--camera-encoder
 nature`` keeps SB3's CNN for scenes whose textures matter. Both export (numpy and
-ONNX) layer for layer: docs/bot-format.md, "Camera keys". The centroid encoder also
-trains in numpy (``training/ppo/camera_update.py``).
+ONNX) layer for layer: docs/bot-format.md, "Camera keys". The centroid encoder's update
+also exists in numpy (``training/ppo/camera_update.py``, not the default yet).
 """
 
 from __future__ import annotations

@@ -114,7 +114,7 @@ class LeanPPO(PPO):
             self.lowest_log_std = log_std.detach().clone()  # the session's start
         if is_recurrent(self.policy):
             recurrent_train(self, self.adapt_learning_rate if self.desired_kl is not None else None)
-        elif lean_update_fits(self, self.lean_rollouts()):
+        elif lean_update_fits(self, self.lean_rollouts(), camera=self.numpy_camera):
             lean_train(self, self.adapt_learning_rate if self.desired_kl is not None else None)
         else:
             super().train()
@@ -207,11 +207,18 @@ class LeanPPO(PPO):
             and type(self.rollout_buffer) is RolloutBuffer
         )
 
+    numpy_camera = False
+    """Train a camera policy of the centroid encoder in numpy (``camera_update.py``): its
+    update equals SB3's (tests/test_camera_update.py), but runs through it needed more
+    samples than SB3's path (docs/performance.md, "The camera in numpy, first part"), so
+    camera runs take SB3's rollouts and update until that is understood."""
+
     def camera_rollouts(self) -> bool:
         """True when a camera policy's rollouts are played in numpy (``CameraActor``):
         lander's centroid encoder and SB3's MLPs, frames kept as bytes."""
         return (
-            camera_update_fits(self)
+            self.numpy_camera
+            and camera_update_fits(self)
             and numpy_fits(self.policy)
             and type(self.rollout_buffer) in (CameraRolloutBuffer, CameraDictRolloutBuffer)
         )

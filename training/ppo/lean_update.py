@@ -54,14 +54,15 @@ from training.ppo.numpy_policy import (
 )
 
 
-def lean_update_fits(model: PPO, lean_rollouts: bool) -> bool:
+def lean_update_fits(model: PPO, lean_rollouts: bool, camera: bool = False) -> bool:
     """True when :func:`lean_train` computes ``model``'s update exactly: a policy the
-    lean rollout loop takes (``lean_rollouts``, LeanPPO's to say) or a camera policy of
-    lander's centroid encoder (``camera_update_fits``), whose layers numpy writes out
+    lean rollout loop takes (``lean_rollouts``, LeanPPO's to say) or, with ``camera``, a
+    camera policy of lander's centroid encoder (``camera_update_fits``), whose layers numpy
+    writes out
     (``numpy_fits``), and LeanAdam with one group whose moments share one step count
     (always so for PPO)."""
     policy = model.policy
-    if not ((lean_rollouts or camera_update_fits(model)) and numpy_fits(policy)):
+    if not ((lean_rollouts or (camera and camera_update_fits(model))) and numpy_fits(policy)):
         return False
     optimizer = policy.optimizer
     if not isinstance(optimizer, LeanAdam) or len(optimizer.param_groups) != 1:
