@@ -1,23 +1,24 @@
 """A camera bot against a coordinate bot on the same game, and today's camera path against
 the one before it, side by side.
 
-The bundled lander seen three ways, each side trained for its time with lander's defaults
+A bundled game seen several ways (``--game lander``, 36 x 48 x 3 frames, or ``--game
+stroke``, its 32 x 32 x 3 scope), each side trained for its time with lander's defaults
 for that mode (sides alternate within each seed, the order flipping every seed; medians
 over ``--seeds``):
 
-- ``coordinates``: the lander's 7 coordinates;
-- ``camera``: its camera (``--game-arg observation=pixels``, 36 x 48 x 3 frames) as lander
-  trains it: SB3's rollouts and update over frames kept as bytes;
-- ``camera-numpy``: the numpy rollouts and update of training/ppo/camera_update.py (not
-  lander's default yet: ``LeanPPO.numpy_camera``);
-- ``camera-sb3``: the same camera through SB3's own rollouts and update (``--collector
-  sb3``): the path before.
+- ``coordinates``: the game's numbers;
+- ``camera``: its camera (``--game-arg observation=pixels``) as lander trains it: the
+  centroid encoder whitened after every rollout (training/ppo/whitening.py), numpy
+  rollouts and update (training/ppo/camera_update.py), frames kept as bytes;
+- ``camera-torch``: the same, SB3's rollouts and update (``LeanPPO.numpy_camera`` off);
+- ``camera-sb3``: the camera through SB3's own PPO (``--collector sb3``): its rollouts and
+  update, and no whitening refit: the path before.
 
-Each side's snapshots are scored (normalized: random 0, the reference pilot 1; a camera
-side on the same frames it trained on) for the time and the samples to ``--score``, with
-its steps a second and the update's share of its time.
+Each side's snapshots are scored (normalized: random 0, the reference controller 1; a
+camera side on the same frames it trained on) for the time and the samples to
+``--score``, with its steps a second and the update's share of its time.
 
-    .venv/bin/python benchmarks/camera.py [--sides coordinates,camera,camera-numpy,camera-sb3] [--seeds 3]
+    .venv/bin/python benchmarks/camera.py [--game lander] [--sides coordinates,camera,camera-sb3] [--seeds 3]
 """
 
 from __future__ import annotations
@@ -37,14 +38,32 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from memory import median_reached, spread
 from time_to_skill import Scorer, first_skilled, train_side
 
+from games.spec import Policy
+from games.stroke.scoring import StrokeSettings
+from training.evaluation.scoring import evaluate_in_process
+
 console = Console(width=150)
 PIXELS = {"observation": "pixels"}
 SIDES: dict[str, dict[str, object]] = {
     "coordinates": {},
     "camera": {"game_args": PIXELS},
-    "camera-numpy": {"game_args": PIXELS, "numpy_camera": True},
+    "camera-torch": {"game_args": PIXELS, "numpy_camera": False},
     "camera-sb3": {"game_args": PIXELS, "collector": "sb3"},
 }
+
+
+class StrokeScorer:
+    """The stroke game's normalized score of a policy (random moves 0, the reference filter
+    1), a camera policy shown the scope of the same strokes."""
+
+    def __init__(self, episodes: int) -> None:
+        self.episodes = episodes
+
+    def __call__(self, policy: Policy, pixels: bool = False, glimpse: bool = False) -> float:
+        settings = StrokeSettings(pixels=pixels)
+        score = evaluate_in_process(policy, self.episodes, settings=settings).normalized_score
+        assert score is not None
+        return score
 
 
 @dataclass
@@ -63,7 +82,7 @@ def _run(
     settings: dict[str, object],
     seconds: float,
     args: argparse.Namespace,
-    scorer: Scorer,
+    scorer: Scorer | StrokeScorer,
     scratch: Path,
 ) -> Outcome:
     run_args = argparse.Namespace(
@@ -92,7 +111,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--sides", default="coordinates,camera,camera-numpy,camera-sb3")
+    parser.add_argument("--game", choices=("lander", "stroke"), default="lander")
+    parser.add_argument("--sides", default="coordinates,camera,camera-sb3")
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--seconds", type=float, default=240.0, help="time per camera run")
     parser.add_argument(
@@ -108,13 +128,18 @@ def main() -> None:
     args = parser.parse_args()
     args.reward, args.difficulty, args.curves = 200.0, 1, False
     chosen = args.sides.split(",")
-    scorer = Scorer("bundled", args.episodes, 1, args.speedup)
+    scorer: Scorer | StrokeScorer = (
+        StrokeScorer(args.episodes)
+        if args.game == "stroke"
+        else Scorer("bundled", args.episodes, 1, args.speedup)
+    )
+    game = {"game": "stroke"} if args.game == "stroke" else {}
     results: dict[str, list[Outcome]] = {side: [] for side in chosen}
     with tempfile.TemporaryDirectory(prefix="camera-bench-") as scratch:
         for seed in range(args.seeds):
             for side in chosen if seed % 2 == 0 else chosen[::-1]:
                 seconds = args.coordinate_seconds if side == "coordinates" else args.seconds
-                settings = {**SIDES[side], "seed": seed}
+                settings = {**SIDES[side], **game, "seed": seed}
                 outcome = _run(settings, seconds, args, scorer, Path(scratch))
                 results[side].append(outcome)
                 console.print(
@@ -122,7 +147,7 @@ def main() -> None:
                     f"{outcome.samples} samples, best {outcome.best:.2f}, "
                     f"{outcome.steps_per_s:,.0f} steps/s, update share {outcome.update_share:.2f}"
                 )
-    table = Table(title=f"the bundled lander, median (min-max) of {args.seeds} seeds")
+    table = Table(title=f"the {args.game} game, median (min-max) of {args.seeds} seeds")
     for column in (
         "side",
         f"to score {args.score:g} (s)",
@@ -141,7 +166,7 @@ def main() -> None:
         )
     console.print(table)
     coordinates = median_reached([r.to_score for r in results.get("coordinates", [])])
-    for side in ("camera", "camera-numpy", "camera-sb3"):
+    for side in ("camera", "camera-torch", "camera-sb3"):
         mine = median_reached([r.to_score for r in results.get(side, [])])
         if coordinates and mine:
             console.print(

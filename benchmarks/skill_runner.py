@@ -201,10 +201,10 @@ def _run_lander(args: argparse.Namespace) -> None:
     stacked = int(settings.pop("stack_coordinates", 1))
     if stacked > 1:
         _stack_coordinates(stacked)
-    if settings.pop("numpy_camera", False):  # a benchmark's side, not a lander setting
+    if "numpy_camera" in settings:  # a benchmark's side, not a lander setting
         from training.ppo.lean_ppo import LeanPPO
 
-        LeanPPO.numpy_camera = True
+        LeanPPO.numpy_camera = bool(settings.pop("numpy_camera"))
     overrides = {
         "timesteps": 10**9,
         "checkpoint_every": 10**9,

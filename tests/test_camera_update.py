@@ -160,9 +160,10 @@ def test_camera_rollouts_in_numpy_hold_what_sb3s_would(vector: bool, discrete: b
         device="cpu",
         policy_kwargs=camera_policy_kwargs("centroids"),
     )
-    assert not model.camera_rollouts(), "SB3's path unless asked for"
+    assert model.camera_rollouts(), "lander's default"
+    model.numpy_camera = False
+    assert not model.camera_rollouts(), "SB3's path when asked for"
     model.numpy_camera = True
-    assert model.camera_rollouts()
     model.learn(30)
     buffer = model.rollout_buffer
     model.collect_rollouts(env, _NoCallback(), buffer, 10)
@@ -177,8 +178,10 @@ def test_camera_rollouts_in_numpy_hold_what_sb3s_would(vector: bool, discrete: b
         values, log_prob, _ = model.policy.evaluate_actions(
             obs, actions.flatten() if discrete else actions
         )
-    np.testing.assert_allclose(buffer.values.reshape(30), values.flatten().numpy(), rtol=1e-4)
-    np.testing.assert_allclose(buffer.log_probs.reshape(30), log_prob.numpy(), rtol=1e-4)
+    # atol: the whitening's refit after the rollout keeps the policy to float32 rounding
+    close = {"rtol": 1e-4, "atol": 1e-5}
+    np.testing.assert_allclose(buffer.values.reshape(30), values.flatten().numpy(), **close)
+    np.testing.assert_allclose(buffer.log_probs.reshape(30), log_prob.numpy(), **close)
     cut, _ = model.policy.obs_to_tensor(_Sweep(discrete, vector)._obs(5))
     with torch.no_grad():
         bootstrap = float(model.policy.predict_values(cut)[0, 0])

@@ -69,3 +69,40 @@ def test_a_stroke_is_the_same_for_a_seed() -> None:
     for _ in range(10):
         action = np.full((2, 2), 0.1)
         np.testing.assert_array_equal(first.step(action).obs, second.step(action).obs)
+
+
+def test_the_scope_is_the_window_and_the_point_and_the_game_sends_it() -> None:
+    """games/stroke/camera.py: the newest half of the window in channel 0, the older half
+    in channel 1, the corrected point in channel 2, each channel's centroid where its
+    points are; the protocol game sends those bytes as the plugin's hex camera."""
+    from games.stroke.camera import FRAME_SHAPE, PIXELS_PER_UNIT, SIDE, scope_frames
+    from games.stroke.client import StrokeGame
+
+    world = StrokeWorld(5, 3)
+    for _ in range(20):
+        world.step(random_moves(np.random.default_rng(1), 5))
+    obs = world.observe()
+    frames = scope_frames(obs)
+    assert frames.shape == (5, *FRAME_SHAPE) and frames.dtype == np.uint8
+    raw = obs[:, : 2 * WINDOW].reshape(5, WINDOW, 2)
+    grid = (np.arange(SIDE) - 0.5) / PIXELS_PER_UNIT - 1.0  # pixel centres, stroke units
+    for channel, points in ((0, raw[:, WINDOW // 2 :]), (1, raw[:, : WINDOW // 2])):
+        mass = frames[:, channel].astype(float)
+        x = (mass.sum(axis=1) * grid).sum(axis=1) / mass.sum(axis=(1, 2))
+        y = -(mass.sum(axis=2) * grid).sum(axis=1) / mass.sum(axis=(1, 2))
+        np.testing.assert_allclose(x, points[:, :, 0].mean(axis=1), atol=0.01)
+        np.testing.assert_allclose(y, points[:, :, 1].mean(axis=1), atol=0.01)
+    # every point whole, on the edge of the square too (random moves push it there)
+    assert np.abs(obs[:, -2:]).max() == 1.0
+    assert frames[:, 2].reshape(5, -1).sum(axis=1).tolist() == pytest.approx([255] * 5, abs=2)
+
+    game = StrokeGame(2, 7, "step", pixels=True)
+    info = game.env_info()
+    assert info["observation_space"] == {"camera_2d": {"size": [3, SIDE, SIDE], "space": "box"}}
+    sent = game.reset()["obs"]
+    expected = scope_frames(game.world.observe())
+    assert [bytes.fromhex(o["camera_2d"]) for o in sent] == [f.tobytes() for f in expected]
+    env = gymnasium.make(STROKE_ENV_ID, observation="pixels")
+    check_env(env.unwrapped)
+    first, _ = env.reset(seed=0)
+    assert first.shape == FRAME_SHAPE and first.dtype == np.uint8

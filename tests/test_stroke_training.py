@@ -117,3 +117,26 @@ def test_start_trains_the_stroke_game_in_tmux_without_a_lander_page(
     )
     assert {window.window_name for window in session.windows} == {"train"}
     wait_until((work / "bots" / "pens.json").exists, 60, "the run's bot")
+
+
+def test_the_stroke_scope_trains_through_real_games_and_its_bot_reads_frames(
+    tmp_path: Path,
+) -> None:
+    """The stroke game's camera mode (games/stroke/camera.py) over stdio: the run learns
+    from frames alone (the whitened centroid encoder: 0.98 at 30,720 samples when this
+    was written), and its bot, which reads frames, scores as its run does."""
+    trained = lander(
+        tmp_path, "train", "scope", "--game", "stroke", "--game-arg", "observation=pixels",
+        "--timesteps", "30000", "--no-git", timeout=600,
+    )  # fmt: skip
+    assert trained.returncode == 0, trained.stdout + trained.stderr
+    bot = tmp_path / "bots" / "scope.json"
+    spec = json.loads(bot.read_text())
+    [key] = spec["observation"]["keys"]
+    assert key["key"] == "camera_2d" and key["shape"] == [3, 34, 34]
+    assert [layer["type"] for layer in key["encoder"]][-2:] == ["centroids", "dense"]
+    score = score_of(lander(tmp_path, "eval", str(bot), "--episodes", "64"))
+    assert score >= 0.8, f"the scope's bot scored {score:.3f} after 30,000 steps"
+    played = lander(tmp_path, "play", str(bot), "--agents", "2")
+    assert played.returncode == 0, played.stdout + played.stderr
+    assert "2 stroke(s): mean_reward=" in played.stdout

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from game_bridge.sprites import as_bytes, draw_points
 from games.lander.physics import HEIGHT, WIDTH
 
 FRAME_HEIGHT = 36
@@ -38,22 +39,13 @@ def camera_frames(pos: np.ndarray, vel: np.ndarray, target: np.ndarray) -> np.nd
     :param vel: velocities (K, 2) in units a second.
     :param target: targets (K, 2) in arena units.
     """
-    count = pos.shape[0]
-    frames = np.zeros((count, *FRAME_SHAPE), dtype=np.float32)
-    agents = np.arange(count)
+    frames = np.zeros((pos.shape[0], *FRAME_SHAPE), dtype=np.float32)
     for channel, points in enumerate((pos, pos - vel * TRAIL_S, target)):
-        # Pixel centres at half-integers; row 0 is the top of the arena.
-        x = points[:, 0] * _PIXELS_PER_UNIT - 0.5
-        y = (HEIGHT - points[:, 1]) * _PIXELS_PER_UNIT - 0.5
-        left, top = np.floor(x), np.floor(y)
-        fx, fy = x - left, y - top
-        for dy, wy in ((0, 1 - fy), (1, fy)):
-            for dx, wx in ((0, 1 - fx), (1, fx)):
-                row = (top + dy).astype(np.int64)
-                col = (left + dx).astype(np.int64)
-                inside = (row >= 0) & (row < FRAME_HEIGHT) & (col >= 0) & (col < FRAME_WIDTH)
-                frames[agents[inside], channel, row[inside], col[inside]] += (wy * wx)[inside]
-    return np.minimum(frames * 255.0 + 0.5, 255.0).astype(np.uint8)
+        # Row 0 is the top of the arena.
+        x = points[:, 0] * _PIXELS_PER_UNIT
+        y = (HEIGHT - points[:, 1]) * _PIXELS_PER_UNIT
+        draw_points(frames, channel, x, y, 1.0)
+    return as_bytes(frames)
 
 
 def hex_frames(frames: np.ndarray) -> list[str]:

@@ -6,18 +6,25 @@ from typing import Any
 
 from game_bridge.bot_runner import BotRunner
 from games.spec import BUNDLED_TUNING, GameArgs, GameEntry, PlayOptions, PlayResult
+from games.stroke.camera import OBSERVATIONS, compose_scope
 from games.stroke.scoring import StrokeSettings
 from games.stroke.world import ACTION_SIZE, OBS_SIZE, REWARD_MODES
 
 
 def _in_process_kwargs(game_args: GameArgs, _action_repeat: int | None) -> dict[str, Any]:
-    return {"reward_mode": game_args["reward_mode"]} if "reward_mode" in game_args else {}
+    return {key: game_args[key] for key in ("reward_mode", "observation") if key in game_args}
 
 
 def _record_name(game_args: GameArgs) -> str:
-    """Strokes scored at their end are another game to champion."""
+    """Strokes scored at their end are another game to champion, and so are strokes seen
+    through the scope (its bots read frames)."""
+    parts = []
     mode = game_args.get("reward_mode", "step")
-    return "stroke" if mode == "step" else f"stroke ({mode} rewards)"
+    if mode != "step":
+        parts.append(f"{mode} rewards")
+    if game_args.get("observation") == "pixels":
+        parts.append("pixels")
+    return f"stroke ({', '.join(parts)})" if parts else "stroke"
 
 
 def _play(bot: BotRunner, options: PlayOptions) -> PlayResult:
@@ -27,7 +34,10 @@ def _play(bot: BotRunner, options: PlayOptions) -> PlayResult:
     if options.remote is not None:
         raise ValueError("a stroke bot corrects strokes in the bundled stroke game only")
     settings = StrokeSettings.from_game(options.game_args)
-    trace = play_strokes(bot.policy(), options.agents, options.seed, settings.reward_mode)
+    policy = bot.policy()
+    if settings.pixels:  # the bot reads the scope of the numbers the picture is drawn from
+        policy = compose_scope(policy)
+    trace = play_strokes(policy, options.agents, options.seed, settings.reward_mode)
     mean = sum(trace.returns) / len(trace.returns)
     score = options.normalize(mean)
     assert score is not None  # the stroke game has its reference filter
@@ -48,7 +58,7 @@ ENTRY = GameEntry(
     gym_module="games.stroke.gym_env",
     observation_size=OBS_SIZE,
     action_size=ACTION_SIZE,
-    game_args={"reward_mode": REWARD_MODES, "agents": None},
+    game_args={"reward_mode": REWARD_MODES, "observation": OBSERVATIONS, "agents": None},
     in_process_kwargs=_in_process_kwargs,
     scorer=StrokeSettings.from_game,
     record_name=_record_name,

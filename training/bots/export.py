@@ -28,7 +28,7 @@ from game_bridge.bot_runner import BOT_FORMAT, BOT_FORMAT_VERSION, MEMORY_FORMAT
 from game_bridge.frame_stack import start_episodes
 from training.errors import ExportError
 from training.evaluation.scoring import model_policy
-from training.ppo.camera_policy import CameraExtractor, Centroids, is_camera
+from training.ppo.camera_policy import CameraExtractor, Centroids, Whitening, is_camera
 from training.ppo.recurrent_policy import RecurrentActorCritic, gru_step
 from training.runs.run_record import now_iso, write_json_atomic
 
@@ -240,6 +240,17 @@ def _encoder_layers(module: torch.nn.Module, shape: tuple[int, ...]) -> list[dic
             layers.append({"type": "flatten"})
         elif isinstance(child, Centroids):
             layers.append({"type": "centroids"})
+        elif isinstance(child, Whitening):  # (f - mean) @ matrix.T: a dense layer
+            matrix = child.matrix.detach().cpu().double().numpy()
+            mean = child.mean.detach().cpu().double().numpy()
+            layers.append(
+                {
+                    "type": "dense",
+                    "weights": matrix.tolist(),
+                    "biases": (-(matrix @ mean)).tolist(),
+                    "activation": "linear",
+                }
+            )
         elif (
             type(child) in _ACTIVATION_NAMES
             and layers

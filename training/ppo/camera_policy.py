@@ -65,15 +65,60 @@ class Centroids(nn.Module):
         )
 
 
+class Whitening(nn.Module):
+    """The centroids made uncorrelated and of unit spread: ``(features - mean) @ matrix.T``,
+    with ``matrix`` the inverse square root of their covariance (ZCA), refitted after
+    every rollout from the frames it saw (:mod:`training.ppo.whitening`), never by the
+    gradient.
+
+    Why: centroids are positions, and what a policy must act on is mostly their
+    *differences*: the target's offset from the lander, the lander's from its trail (its
+    velocity, a fraction of a pixel a step). Two centroids that move together are nearly
+    the same feature; their difference is a direction of tiny spread, which dense layers
+    started for unit inputs learn slowly. Whitened, that direction is as large as any
+    other (the bundled lander's camera: 0.8 after about 85,000 samples instead of
+    197,000; docs/performance.md, "The camera, third part"). It is a linear map, so a
+    bot file holds it as a dense layer, and a refit changes how the policy is written,
+    not what it does (the first dense layers are rewritten to match).
+
+    :param width: the encoder's features (three per map).
+    """
+
+    def __init__(self, width: int) -> None:
+        super().__init__()
+        self.matrix: torch.Tensor
+        self.mean: torch.Tensor
+        self.seen_mean: torch.Tensor
+        self.seen_covariance: torch.Tensor
+        self.refits: torch.Tensor
+        self.register_buffer("matrix", torch.eye(width))
+        self.register_buffer("mean", torch.zeros(width))
+        # The running statistics the matrix comes from, kept so a resumed run goes on
+        # from them (float64: a covariance of centroids spans ten orders of magnitude).
+        self.register_buffer("seen_mean", torch.zeros(width, dtype=torch.float64))
+        self.register_buffer("seen_covariance", torch.zeros(width, width, dtype=torch.float64))
+        self.register_buffer("refits", torch.zeros((), dtype=torch.int64))
+
+    def forward(self, features: torch.Tensor) -> torch.Tensor:
+        return (features - self.mean) @ self.matrix.T
+
+
 class CentroidEncoder(nn.Sequential):
     """The default encoder of one camera key: average pool, a 1 x 1 convolution without
-    bias, ReLU, :class:`Centroids`. Its layers are modules as any ``Sequential``'s (the
+    bias, ReLU, :class:`Centroids`, and for policies built since the whitening
+    (:class:`Whitening`) that. Its layers are modules as any ``Sequential``'s (the
     export walks them, checkpoints name them), but the convolution runs as one matrix
     product over the pooled pixels: torch's ``conv2d`` on a CPU takes twice as long for
     a handful of channels, and the camera policy's update is most of a run's time."""
 
     def forward(self, frames: torch.Tensor) -> torch.Tensor:
-        pool, conv, relu, centroids = self
+        features = self.centroids(frames)
+        whitening = self.whitening
+        return features if whitening is None else whitening(features)
+
+    def centroids(self, frames: torch.Tensor) -> torch.Tensor:
+        """The centroids and masses of the maps, before any whitening."""
+        pool, conv, relu, centroids = list(self)[:4]
         assert isinstance(conv, nn.Conv2d)
         pooled = pool(frames)
         count, channels, height, width = pooled.shape
@@ -83,20 +128,36 @@ class CentroidEncoder(nn.Sequential):
         )
         return centroids(relu(maps))
 
+    @property
+    def whitening(self) -> Whitening | None:
+        """The encoder's whitening; None in a policy built before it."""
+        last = self[-1]
+        return last if isinstance(last, Whitening) else None
+
 
 def centroid_encoder(
-    space: gymnasium.spaces.Box, maps: int = CENTROID_MAPS, pool: int = CENTROID_POOL
+    space: gymnasium.spaces.Box,
+    maps: int = CENTROID_MAPS,
+    pool: int = CENTROID_POOL,
+    whiten: bool = True,
 ) -> nn.Sequential:
-    """The default encoder of one camera key (channels first)."""
+    """The default encoder of one camera key (channels first).
+
+    :param whiten: end in a :class:`Whitening` (what new policies get; False builds the
+        encoder of policies saved before it, whose checkpoints hold no such layer).
+    """
     channels, height, width = (int(v) for v in space.shape)
-    return CentroidEncoder(
+    layers: list[nn.Module] = [
         nn.AvgPool2d(pool),
         # No bias: a map is dark where the frame is, so its mass and centroid are the
         # lit things' alone (a bias lights every pixel and drags centroids to the middle).
         nn.Conv2d(channels, maps, 1, bias=False),
         nn.ReLU(),
         Centroids(height // pool, width // pool),
-    )
+    ]
+    if whiten:
+        layers.append(Whitening(3 * maps))
+    return CentroidEncoder(*layers)
 
 
 class CameraExtractor(BaseFeaturesExtractor):
@@ -108,6 +169,8 @@ class CameraExtractor(BaseFeaturesExtractor):
     :param encoder: one of :data:`CAMERA_ENCODERS`.
     :param frames: frames each camera key holds (``--frame-stack``), stacked along its
         channels; kept here so the saved model says how its players must stack.
+    :param whiten: the centroid encoders end in a :class:`Whitening` (new policies; a
+        policy saved before it was built without, and its saved arguments say so).
     """
 
     def __init__(
@@ -115,6 +178,7 @@ class CameraExtractor(BaseFeaturesExtractor):
         observation_space: gymnasium.spaces.Space[Any],
         encoder: str = "centroids",
         frames: int = 1,
+        whiten: bool = False,
     ) -> None:
         if encoder not in CAMERA_ENCODERS:
             raise ValueError(f"camera encoder must be one of {', '.join(CAMERA_ENCODERS)}")
@@ -124,21 +188,23 @@ class CameraExtractor(BaseFeaturesExtractor):
             else [("obs", observation_space)]
         )
         encoders: list[nn.Module] = []
-        width = 0
+        widths: list[int] = []
         for _, space in parts:
             assert isinstance(space, gymnasium.spaces.Box)
             if is_camera(space):
                 module: nn.Module = (
-                    centroid_encoder(space)
+                    centroid_encoder(space, whiten=whiten)
                     if encoder == "centroids"
                     else NatureCNN(space, NATURE_FEATURES, normalized_image=False)
                 )
             else:
                 module = nn.Flatten()
             with torch.no_grad():
-                width += int(module(torch.zeros(1, *space.shape)).shape[1])
+                widths.append(int(module(torch.zeros(1, *space.shape)).shape[1]))
             encoders.append(module)
-        super().__init__(observation_space, width)
+        super().__init__(observation_space, sum(widths))
+        self.widths = tuple(widths)
+        """Each key's columns of the features, in order."""
         self.keyed = isinstance(observation_space, gymnasium.spaces.Dict)
         # A list, not a ModuleDict: a game's key may hold a "." that a module name may not.
         self.keys = tuple(key for key, _ in parts)
@@ -170,8 +236,9 @@ def sees_images(space: gymnasium.spaces.Space[Any]) -> bool:
 
 
 def camera_policy_kwargs(encoder: str, frames: int = 1) -> dict[str, Any]:
-    """The ``policy_kwargs`` that give a policy lander's camera extractor."""
+    """The ``policy_kwargs`` that give a new policy lander's camera extractor (its centroid
+    encoders whitened)."""
     return {
         "features_extractor_class": CameraExtractor,
-        "features_extractor_kwargs": {"encoder": encoder, "frames": frames},
+        "features_extractor_kwargs": {"encoder": encoder, "frames": frames, "whiten": True},
     }

@@ -12,9 +12,9 @@ autograd, ten passes over every rollout. Here:
 - a frame's pooled pixels depend on nothing the update changes, so they are computed once
   per rollout (:class:`RolloutFeatures`), not once per minibatch and pass;
 - the encoder's learned part (a 1 x 1 convolution without bias, a ReLU, each map's
-  centroid and mass: ``training/ppo/camera_policy.py``) and its gradient are a few numpy
-  products over those pooled pixels (:class:`_CentroidKey`); the MLPs, the loss, gradient
-  clipping and Adam are the lean update's own.
+  centroid and mass, their whitening: ``training/ppo/camera_policy.py``) and its gradient
+  are a few numpy products over those pooled pixels (:class:`_CentroidKey`); the MLPs,
+  the loss, gradient clipping and Adam are the lean update's own.
 
 ``tests/test_camera_update.py`` checks that a rollout updated here and by ``PPO.train``
 ends with the same weights, Adam moments and logged numbers, as tests/test_lean_update.py
@@ -132,6 +132,12 @@ class _CentroidKey:
         assert isinstance(centroids, Centroids)
         self.pooled = pooled
         self.grid = centroids.grid.detach().numpy()  # [pixels, 3]: x, y, 1
+        whitening = encoder.whitening  # a buffer, fixed through an update
+        self.whitening = (
+            None
+            if whitening is None
+            else (whitening.matrix.detach().numpy(), whitening.mean.detach().numpy())
+        )
         maps = weight.shape[0]
         self.weight = weight.reshape(maps, -1)
         self.weight_grad = None if weight_grad is None else weight_grad.reshape(maps, -1)
@@ -148,11 +154,17 @@ class _CentroidKey:
         x, y = moments[:, :, 0] / spread, moments[:, :, 1] / spread
         if self.weight_grad is not None:
             self._saved = (pixels, maps, spread, x, y)
-        return np.concatenate([x, y, mass], axis=1)
+        features = np.concatenate([x, y, mass], axis=1)
+        if self.whitening is None:
+            return features
+        matrix, mean = self.whitening
+        return (features - mean) @ matrix.T
 
     def backward(self, grad: np.ndarray) -> None:
         """Add the convolution's gradient for ``grad`` at :meth:`forward`'s output."""
         assert self.weight_grad is not None
+        if self.whitening is not None:
+            grad = grad @ self.whitening[0]
         pixels, maps, spread, x, y = self._saved
         count = self.weight.shape[0]
         grad_x, grad_y, grad_mass = (

@@ -68,6 +68,7 @@ from training.ppo.recurrent_update import (
     recurrent_train,
 )
 from training.ppo.rollout_steps import store_step, truncated
+from training.ppo.whitening import refit_whitening
 
 MIN_ADAPTIVE_LR, MAX_ADAPTIVE_LR = 1e-5, 1e-2
 """The bounds of the adaptive step size (rsl_rl's)."""
@@ -207,11 +208,10 @@ class LeanPPO(PPO):
             and type(self.rollout_buffer) is RolloutBuffer
         )
 
-    numpy_camera = False
-    """Train a camera policy of the centroid encoder in numpy (``camera_update.py``): its
-    update equals SB3's (tests/test_camera_update.py), but runs through it needed more
-    samples than SB3's path (docs/performance.md, "The camera in numpy, first part"), so
-    camera runs take SB3's rollouts and update until that is understood."""
+    numpy_camera = True
+    """Play and train a camera policy of the centroid encoder in numpy
+    (``camera_update.py``; its update equals SB3's: tests/test_camera_update.py). False
+    takes SB3's rollouts and update for it (a benchmark's side)."""
 
     def camera_rollouts(self) -> bool:
         """True when a camera policy's rollouts are played in numpy (``CameraActor``):
@@ -230,10 +230,24 @@ class LeanPPO(PPO):
         rollout_buffer: RolloutBuffer,
         n_rollout_steps: int,
     ) -> bool:
-        """Fill ``rollout_buffer`` with ``n_rollout_steps`` steps of every env.
+        """Fill ``rollout_buffer`` with ``n_rollout_steps`` steps of every env, then refit a
+        camera policy's whitening to the rollout's frames (training/ppo/whitening.py: what
+        the policy does stays as it was; the update that follows sees the new features).
 
         :return: False when a callback stopped training mid-rollout, as in SB3.
         """
+        whole = self._collect(env, callback, rollout_buffer, n_rollout_steps)
+        if whole:
+            refit_whitening(self.policy, rollout_buffer)
+        return whole
+
+    def _collect(
+        self,
+        env: VecEnv,
+        callback: BaseCallback,
+        rollout_buffer: RolloutBuffer,
+        n_rollout_steps: int,
+    ) -> bool:
         recurrent = is_recurrent(self.policy)
         flat = not recurrent and self.lean_rollouts()
         if not recurrent and not flat and not self.camera_rollouts():
