@@ -49,6 +49,7 @@ SIDES: dict[str, dict[str, object]] = {
     "camera": {"game_args": PIXELS},
     "camera-torch": {"game_args": PIXELS, "numpy_camera": False},
     "camera-sb3": {"game_args": PIXELS, "collector": "sb3"},
+    "camera-lr2": {"game_args": PIXELS, "learning_rate": 0.002},
 }
 
 

@@ -8,12 +8,12 @@ in 155 s at the camera's 0.001; docs/performance.md, "Camera against coordinates
 "The camera, second part"). What a small game frame mostly
 says is *where* things are, so lander's default encoder asks exactly that: a learned
 per-pixel mix of the colour channels into a few maps (a 1 x 1 convolution and a ReLU),
-and of each map its centroid and its mass (:class:`Centroids`). That is a handful of
-cheap operations per pixel, keeps positions to a fraction of a pixel, and lets the
-dense layers above it learn the way they do from coordinates. ``--camera-encoder
-nature`` keeps SB3's CNN for scenes whose textures matter. Both export (numpy and
-ONNX) layer for layer: docs/bot-format.md, "Camera keys". The centroid encoder's update
-also exists in numpy (``training/ppo/camera_update.py``, not the default yet).
+and of each map its centroid and its mass (:class:`Centroids`), whitened
+(:class:`Whitening`). That is a handful of cheap operations per pixel, keeps positions
+to a fraction of a pixel, and lets the dense layers above it learn the way they do from
+coordinates. ``--camera-encoder nature`` keeps SB3's CNN for scenes whose textures
+matter. Both export (numpy and ONNX) layer for layer: docs/bot-format.md, "Camera keys".
+The centroid encoder's rollouts and update run in numpy (``training/ppo/camera_update.py``).
 """
 
 from __future__ import annotations
@@ -76,8 +76,9 @@ class Whitening(nn.Module):
     velocity, a fraction of a pixel a step). Two centroids that move together are nearly
     the same feature; their difference is a direction of tiny spread, which dense layers
     started for unit inputs learn slowly. Whitened, that direction is as large as any
-    other (the bundled lander's camera: 0.8 after about 85,000 samples instead of
-    197,000; docs/performance.md, "The camera, third part"). It is a linear map, so a
+    other (the bundled lander's camera: 0.8 after a median 62,464 samples where the path
+    before needed 191,488 or missed it in 120 s; docs/performance.md, "The camera, third
+    part"). It is a linear map, so a
     bot file holds it as a dense layer, and a refit changes how the policy is written,
     not what it does (the first dense layers are rewritten to match).
 
