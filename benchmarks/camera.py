@@ -12,7 +12,8 @@ over ``--seeds``):
   rollouts and update (training/ppo/camera_update.py), frames kept as bytes;
 - ``camera-torch``: the same, SB3's rollouts and update (``LeanPPO.numpy_camera`` off);
 - ``camera-sb3``: the camera through SB3's own PPO (``--collector sb3``): its rollouts and
-  update, and no whitening refit: the path before.
+  update, and no whitening refit: the path before (on the lander at its learning rate
+  then, 0.001).
 
 Each side's snapshots are scored (normalized: random 0, the reference controller 1; a
 camera side on the same frames it trained on) for the time and the samples to
@@ -49,7 +50,6 @@ SIDES: dict[str, dict[str, object]] = {
     "camera": {"game_args": PIXELS},
     "camera-torch": {"game_args": PIXELS, "numpy_camera": False},
     "camera-sb3": {"game_args": PIXELS, "collector": "sb3"},
-    "camera-lr2": {"game_args": PIXELS, "learning_rate": 0.002},
 }
 
 
@@ -134,13 +134,16 @@ def main() -> None:
         if args.game == "stroke"
         else Scorer("bundled", args.episodes, 1, args.speedup)
     )
-    game = {"game": "stroke"} if args.game == "stroke" else {}
+    game: dict[str, object] = {"game": "stroke"} if args.game == "stroke" else {}
+    before = {} if args.game == "stroke" else {"learning_rate": 0.001}  # the lander's then
     results: dict[str, list[Outcome]] = {side: [] for side in chosen}
     with tempfile.TemporaryDirectory(prefix="camera-bench-") as scratch:
         for seed in range(args.seeds):
             for side in chosen if seed % 2 == 0 else chosen[::-1]:
                 seconds = args.coordinate_seconds if side == "coordinates" else args.seconds
                 settings = {**SIDES[side], **game, "seed": seed}
+                if side == "camera-sb3":
+                    settings.update(before)
                 outcome = _run(settings, seconds, args, scorer, Path(scratch))
                 results[side].append(outcome)
                 console.print(

@@ -159,10 +159,12 @@ def test_a_new_run_starts_from_its_games_tuned_settings(tmp_path: Path) -> None:
             TrainRequest(tmp_path, "eyes", overrides=overrides)
         ).config.learning_rate
 
-    # The lander through its camera learns with its own step (games/lander/entry.py).
-    camera = {"game_args": {"observation": "pixels"}}
-    assert rate(**camera) == 1e-3 and rate() == TrainConfig().learning_rate == 2e-3
-    assert rate(**camera, learning_rate=3e-4) == 3e-4
+    # The lander in glimpses learns with its own step (games/lander/entry.py); through its
+    # camera, whitened, with the general one, as a game binary's camera does.
+    glimpse = {"game_args": {"observation": "glimpse"}}
+    assert rate(**glimpse) == 1e-3 and rate() == TrainConfig().learning_rate == 2e-3
+    assert rate(**glimpse, learning_rate=3e-4) == 3e-4
+    assert rate(game_args={"observation": "pixels"}) == 2e-3
     assert rate(game_args={"observation": "vector"}) == 2e-3
 
     # A game nobody tuned lander for gets 4 agents an instance; the bundled games their 8.
