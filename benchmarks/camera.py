@@ -8,7 +8,7 @@ over ``--seeds``):
 
 - ``coordinates``: the game's numbers;
 - ``camera``: its camera (``--game-arg observation=pixels``) as lander trains it: the
-  centroid encoder whitened after every rollout (training/ppo/whitening.py), numpy
+  centroid encoder whitened after every rollout (training/ppo/camera_policy.py), numpy
   rollouts and update (training/ppo/camera_update.py), frames kept as bytes;
 - ``camera-torch``: the same, SB3's rollouts and update (``LeanPPO.numpy_camera`` off);
 - ``camera-sb3``: the camera through SB3's own PPO (``--collector sb3``): its rollouts and

@@ -1,4 +1,4 @@
-"""The camera encoder's whitening (training/ppo/whitening.py): refitted after each rollout,
+"""The camera encoder's whitening (training/ppo/camera_policy.py, refit_whitening): refitted after each rollout,
 it leaves what the policy does as it was, whitens the rollout's centroids, is saved with
 the policy, and old policies keep their encoders without it."""
 
@@ -14,9 +14,15 @@ from stable_baselines3.common.vec_env import DummyVecEnv
 
 from tests.test_camera_update import _as_tensors, _Sweep
 from tests.test_lean_update import _NoCallback
-from training.ppo.camera_policy import CameraExtractor, CentroidEncoder, camera_policy_kwargs
+from training.ppo.camera_policy import (
+    FLOOR,
+    CameraExtractor,
+    CentroidEncoder,
+    camera_policy_kwargs,
+    refit_whitening,
+    whitened,
+)
 from training.ppo.lean_ppo import LeanPPO
-from training.ppo.whitening import FLOOR, refit_whitening, whitened
 
 
 def _model(vector: bool, **extractor: Any) -> LeanPPO:

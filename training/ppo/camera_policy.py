@@ -4,7 +4,7 @@ observations, alone or beside vector keys.
 SB3's ``NatureCNN`` was made for 84 x 84 Atari frames on a GPU; on a 2-core box it
 learns the bundled lander's 36 x 48 camera slowly (700 steps/s, a normalized 0.23 at
 best in 200 s, where this encoder reached 0.74 at the same learning rate, and now,
-whitened and trained in numpy, passes 0.8 in a median 19 s; docs/performance.md,
+whitened and trained in numpy, passes 0.8 in a median 25 s; docs/performance.md,
 "Camera against coordinates" and "The camera, third part"). What a small game frame
 mostly says is *where* things are, so lander's default encoder asks exactly that: a learned
 per-pixel mix of the colour channels into a few maps (a 1 x 1 convolution and a ReLU),
@@ -13,7 +13,8 @@ and of each map its centroid and its mass (:class:`Centroids`), whitened
 to a fraction of a pixel, and lets the dense layers above it learn the way they do from
 coordinates. ``--camera-encoder nature`` keeps SB3's CNN for scenes whose textures
 matter. Both export (numpy and ONNX) layer for layer: docs/bot-format.md, "Camera keys".
-The centroid encoder's rollouts and update run in numpy (``training/ppo/camera_update.py``).
+The centroid encoder's rollouts and update run in numpy (``training/ppo/camera_update.py``);
+its whitening is refitted after each rollout here (:func:`refit_whitening`).
 """
 
 from __future__ import annotations
@@ -21,7 +22,10 @@ from __future__ import annotations
 from typing import Any
 
 import gymnasium
+import numpy as np
 import torch
+from stable_baselines3.common.buffers import RolloutBuffer
+from stable_baselines3.common.policies import ActorCriticPolicy
 from stable_baselines3.common.preprocessing import is_image_space
 from stable_baselines3.common.torch_layers import BaseFeaturesExtractor, NatureCNN
 from torch import nn
@@ -68,7 +72,7 @@ class Centroids(nn.Module):
 class Whitening(nn.Module):
     """The centroids made uncorrelated and of unit spread: ``(features - mean) @ matrix.T``,
     with ``matrix`` the inverse square root of their covariance (ZCA), refitted after
-    every rollout from the frames it saw (:mod:`training.ppo.whitening`), never by the
+    every rollout from the frames it saw (:func:`refit_whitening`), never by the
     gradient.
 
     Why: centroids are positions, and what a policy must act on is mostly their
@@ -76,7 +80,7 @@ class Whitening(nn.Module):
     velocity, a fraction of a pixel a step). Two centroids that move together are nearly
     the same feature; their difference is a direction of tiny spread, which dense layers
     started for unit inputs learn slowly. Whitened, that direction is as large as any
-    other (the bundled lander's camera: 0.8 after a median 62,464 samples where the path
+    other (the bundled lander's camera: 0.8 after a median 78,848 samples where the path
     before needed 191,488 or missed it in 120 s; docs/performance.md, "The camera, third
     part"). It is a linear map, so a bot file holds it as a dense layer, and a refit
     changes how the policy is written, not what it does (the first dense layers are
@@ -243,3 +247,115 @@ def camera_policy_kwargs(encoder: str, frames: int = 1) -> dict[str, Any]:
         "features_extractor_class": CameraExtractor,
         "features_extractor_kwargs": {"encoder": encoder, "frames": frames, "whiten": True},
     }
+
+
+# -- refitting the whitening after each rollout ------------------------------------------
+#
+# After each rollout, each whitened encoder's centroids over the rollout's frames update a
+# running mean and covariance (MOMENTUM of the new rollout), and the whitening becomes the
+# inverse square root of that covariance. The dense layers that read the features (the
+# first of the actor and of the critic) are rewritten in the same step so the policy's
+# outputs stay what they were (to float32 rounding): the rollout's stored values and
+# log-probabilities remain the policy's own, and the refit changes only how easily the
+# next update moves along each direction of the features. Adam's moments are kept as they
+# are: each refit moves the statistics by a tenth of one rollout's, so the layers they
+# belong to change little.
+
+MOMENTUM = 0.1
+"""The share of the newest rollout in the running statistics (about the last ten
+rollouts count): the centroids' spread moves as the policy learns where to fly."""
+FLOOR = 1e-4
+"""Added to every variance before the inverse square root, so a direction that hardly
+varies (a dead map, pixel rounding) is not blown up into noise. On the bundled lander's
+camera a position across the frame varies by about 0.3 (scaled by 1.8) and the lander's
+velocity, the difference of its centroid and its trail's, by about 1e-4 (scaled by 70)."""
+
+
+def whitened(policy: ActorCriticPolicy) -> list[tuple[str, int, CentroidEncoder, Whitening]]:
+    """Each whitened encoder of ``policy``'s shared camera extractor, with its key and the
+    first column of its features; empty for every other policy."""
+    extractor = policy.features_extractor
+    if not isinstance(extractor, CameraExtractor) or not policy.share_features_extractor:
+        return []
+    found = []
+    start = 0
+    for key, module, width in zip(
+        extractor.keys, extractor.encoders, extractor.widths, strict=True
+    ):
+        if isinstance(module, CentroidEncoder) and module.whitening is not None:
+            found.append((key, start, module, module.whitening))
+        start += width
+    return found
+
+
+def refit_whitening(policy: ActorCriticPolicy, buffer: RolloutBuffer) -> None:
+    """Refit every whitened encoder of ``policy`` to the frames of ``buffer`` (a collected
+    rollout, frames as bytes or floats in [0, 255]), the reading layers rewritten so the
+    policy acts and values as before."""
+    encoders = whitened(policy)
+    if not encoders:
+        return
+    extractor = policy.features_extractor
+    assert isinstance(extractor, CameraExtractor)
+    readers = _readers(policy)
+    with torch.no_grad():
+        for key, start, encoder, whitening in encoders:
+            frames = _frames(buffer.observations, key if extractor.keyed else None)
+            frames = frames.to(whitening.matrix.device)  # a policy on a GPU
+            features = encoder.centroids(frames).double()
+            old_matrix, old_mean = whitening.matrix.double(), whitening.mean.double()
+            _update_statistics(whitening, features)
+            values, vectors = torch.linalg.eigh(whitening.seen_covariance)
+            spread = torch.sqrt(values.clamp(min=0.0) + FLOOR)
+            matrix = vectors @ torch.diag(1.0 / spread) @ vectors.T
+            inverse = vectors @ torch.diag(spread) @ vectors.T
+            mean = whitening.seen_mean
+            columns = slice(start, start + whitening.matrix.shape[0])
+            for layer in readers:
+                # y = A (M (f - m)) + b for the old M, m: keep A M and the offset.
+                raw = layer.weight[:, columns].double() @ old_matrix
+                layer.bias.add_((raw @ (mean - old_mean)).to(layer.bias.dtype))
+                layer.weight[:, columns] = (raw @ inverse).to(layer.weight.dtype)
+            whitening.matrix.copy_(matrix)
+            whitening.mean.copy_(mean)
+
+
+def _update_statistics(whitening: Whitening, features: torch.Tensor) -> None:
+    mean = features.mean(dim=0)
+    centred = features - mean
+    covariance = centred.T @ centred / max(len(features) - 1, 1)
+    if int(whitening.refits) == 0:
+        whitening.seen_mean.copy_(mean)
+        whitening.seen_covariance.copy_(covariance)
+    else:
+        # The spread about the new running mean: the old covariance, the new rollout's,
+        # and how far the two means lie apart.
+        shift = mean - whitening.seen_mean
+        whitening.seen_covariance.mul_(1.0 - MOMENTUM).add_(
+            MOMENTUM * covariance + MOMENTUM * (1.0 - MOMENTUM) * torch.outer(shift, shift)
+        )
+        whitening.seen_mean.add_(MOMENTUM * shift)
+    whitening.refits += 1
+
+
+def _frames(observations: Any, key: str | None) -> torch.Tensor:
+    """A key's stored frames, ``[steps x envs, C, H, W]`` scaled to [0, 1] as SB3 scales
+    images."""
+    stored = np.asarray(observations[key] if key is not None else observations)
+    flat = stored.reshape(-1, *stored.shape[2:])
+    return torch.as_tensor(flat, dtype=torch.float32) / 255.0
+
+
+def _readers(policy: ActorCriticPolicy) -> list[nn.Linear]:
+    """The dense layers that read the features: the first of the actor's and of the
+    critic's stacks (the action or value layer itself where a stack is empty)."""
+    readers = []
+    for stack, head in (
+        (policy.mlp_extractor.policy_net, policy.action_net),
+        (policy.mlp_extractor.value_net, policy.value_net),
+    ):
+        first = next((m for m in stack.modules() if isinstance(m, nn.Linear)), head)
+        if not isinstance(first, nn.Linear):
+            raise TypeError(f"a whitened camera policy's heads are dense, not {first}")
+        readers.append(first)
+    return readers

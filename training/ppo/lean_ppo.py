@@ -48,7 +48,7 @@ from stable_baselines3.common.torch_layers import FlattenExtractor
 from stable_baselines3.common.vec_env import VecEnv
 
 from training.ppo.action_heads import evaluate_actions
-from training.ppo.camera_policy import CameraExtractor, sees_images
+from training.ppo.camera_policy import CameraExtractor, refit_whitening, sees_images
 from training.ppo.camera_update import (
     CameraActor,
     CameraDictRolloutBuffer,
@@ -68,7 +68,6 @@ from training.ppo.recurrent_update import (
     recurrent_train,
 )
 from training.ppo.rollout_steps import store_step, truncated
-from training.ppo.whitening import refit_whitening
 
 MIN_ADAPTIVE_LR, MAX_ADAPTIVE_LR = 1e-5, 1e-2
 """The bounds of the adaptive step size (rsl_rl's)."""
@@ -231,7 +230,7 @@ class LeanPPO(PPO):
         n_rollout_steps: int,
     ) -> bool:
         """Fill ``rollout_buffer`` with ``n_rollout_steps`` steps of every env, then refit a
-        camera policy's whitening to the rollout's frames (training/ppo/whitening.py: what
+        camera policy's whitening to the rollout's frames (camera_policy.refit_whitening: what
         the policy does stays as it was; the update that follows sees the new features).
 
         :return: False when a callback stopped training mid-rollout, as in SB3.
