@@ -1,4 +1,5 @@
-"""Points drawn into small camera frames, for the bundled games' camera modes.
+"""Points drawn into small camera frames, and the frames as a camera sends them, for the
+bundled games' camera modes.
 
 A point is spread over the four pixels around it with bilinear weights, so a position
 between pixels is seen too (a centroid of the frame recovers it to a fraction of a pixel),
@@ -31,6 +32,11 @@ def draw_points(
             col = (left + dx).astype(np.int64)
             inside = (row >= 0) & (row < height) & (col >= 0) & (col < width)
             frames[agents[inside], channel, row[inside], col[inside]] += (weight * wy * wx)[inside]
+
+
+def hex_frames(frames: np.ndarray) -> list[str]:
+    """Each frame as the Godot RL Agents plugin sends a camera: its bytes as one hex string."""
+    return [frame.tobytes().hex() for frame in frames]
 
 
 def as_bytes(frames: np.ndarray) -> np.ndarray:

@@ -35,6 +35,19 @@ Policy = Callable[[Any], np.ndarray]
 """Maps a batch of observations ((K, size), or a dict of keys for a game with several) to
 a batch of actions."""
 
+
+@dataclass(frozen=True)
+class Baseline:
+    """A game's baseline policy (random, reference): it reads the game's full numbers
+    whatever a run's policy sees (a camera's frames, glimpses), so a normalized score means
+    the same in every mode of the game."""
+
+    act: Policy
+
+    def __call__(self, obs: Any) -> np.ndarray:
+        return self.act(obs)
+
+
 GameArgs = Mapping[str, str]
 """A run's ``--game-arg`` settings, as the game receives them (``--key=value``)."""
 

@@ -13,7 +13,8 @@ import numpy as np
 import pytest
 
 from game_bridge.bot_runner import BotFormatError, BotRunner
-from games.lander.camera import CAMERA_KEY, FRAME_SHAPE, TRAIL_S, camera_frames, hex_frames
+from game_bridge.sprites import hex_frames
+from games.lander.camera import CAMERA_KEY, FRAME_SHAPE, TRAIL_S, camera_frames
 from games.lander.physics import HEIGHT, LanderPhysics
 from tests.conftest import (
     find_free_port_block,

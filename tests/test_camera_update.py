@@ -144,22 +144,30 @@ def _as_tensors(observations: Any, rows: int) -> Any:
     return torch.as_tensor(observations.reshape(rows, *observations.shape[2:]))
 
 
+def sweep_model(discrete: bool, vector: bool, envs: int, **extractor: Any) -> LeanPPO:
+    """A camera model over ``envs`` sweeping dots, rollouts of 10 steps in 2 minibatches;
+    ``extractor`` adds to the camera extractor's arguments."""
+    kwargs = camera_policy_kwargs("centroids")
+    kwargs["features_extractor_kwargs"].update(extractor)
+    return LeanPPO(
+        "MultiInputPolicy" if vector else "CnnPolicy",
+        DummyVecEnv([lambda: _Sweep(discrete, vector) for _ in range(envs)]),
+        n_steps=10,
+        batch_size=5 * envs,
+        seed=0,
+        device="cpu",
+        policy_kwargs=kwargs,
+    )
+
+
 @pytest.mark.parametrize("vector", [False, True], ids=["camera", "camera+vector"])
 @pytest.mark.parametrize("discrete", [False, True], ids=["box", "discrete"])
 def test_camera_rollouts_in_numpy_hold_what_sb3s_would(vector: bool, discrete: bool) -> None:
     """The frames are stored as the bytes the game sent; values and log-probabilities are
     the torch policy's own for the actions taken; a time limit's cut is bootstrapped with
     the value of the cut observation."""
-    env = DummyVecEnv([lambda: _Sweep(discrete, vector) for _ in range(3)])
-    model = LeanPPO(
-        "MultiInputPolicy" if vector else "CnnPolicy",
-        env,
-        n_steps=10,
-        batch_size=15,
-        seed=0,
-        device="cpu",
-        policy_kwargs=camera_policy_kwargs("centroids"),
-    )
+    model = sweep_model(discrete, vector, envs=3)
+    env = model.env
     assert model.camera_rollouts(), "lander's default"
     model.numpy_camera = False
     assert not model.camera_rollouts(), "SB3's path when asked for"

@@ -15,7 +15,8 @@ from stable_baselines3.common.vec_env.base_vec_env import VecEnvObs, VecEnvStepR
 
 from game_bridge.bot_runner import BotFormatError, BotRunner
 from game_bridge.frame_stack import FrameStack, StackedPolicy, start_episodes
-from games.lander.camera import CAMERA_KEY, FRAME_SHAPE, camera_frames, hex_frames
+from game_bridge.sprites import hex_frames
+from games.lander.camera import CAMERA_KEY, FRAME_SHAPE, camera_frames
 from games.lander.physics import LanderPhysics
 from tests.conftest import lander, lander_games
 from tests.plugin_decode import PluginInference

@@ -1,6 +1,7 @@
-"""The camera encoder's whitening (training/ppo/camera_policy.py, refit_whitening): refitted after each rollout,
-it leaves what the policy does as it was, whitens the rollout's centroids, is saved with
-the policy, and old policies keep their encoders without it."""
+"""The camera encoder's whitening (training/ppo/camera_policy.py, ``refit_whitening``):
+refitted after each rollout, it leaves what the policy does as it was, whitens the
+rollout's centroids, is saved with the policy, and old policies keep their encoders
+without it."""
 
 from __future__ import annotations
 
@@ -10,15 +11,13 @@ from typing import Any
 import numpy as np
 import pytest
 import torch
-from stable_baselines3.common.vec_env import DummyVecEnv
 
-from tests.test_camera_update import _as_tensors, _Sweep
+from tests.test_camera_update import _as_tensors, sweep_model
 from tests.test_lean_update import _NoCallback
 from training.ppo.camera_policy import (
     FLOOR,
     CameraExtractor,
     CentroidEncoder,
-    camera_policy_kwargs,
     refit_whitening,
     whitened,
 )
@@ -26,18 +25,7 @@ from training.ppo.lean_ppo import LeanPPO
 
 
 def _model(vector: bool, **extractor: Any) -> LeanPPO:
-    env = DummyVecEnv([lambda: _Sweep(False, vector) for _ in range(4)])
-    kwargs = camera_policy_kwargs("centroids")
-    kwargs["features_extractor_kwargs"].update(extractor)
-    return LeanPPO(
-        "MultiInputPolicy" if vector else "CnnPolicy",
-        env,
-        n_steps=10,
-        batch_size=20,
-        seed=0,
-        device="cpu",
-        policy_kwargs=kwargs,
-    )
+    return sweep_model(False, vector, envs=4, **extractor)
 
 
 def _outputs(model: LeanPPO, obs: Any) -> tuple[torch.Tensor, torch.Tensor]:

@@ -46,8 +46,3 @@ def camera_frames(pos: np.ndarray, vel: np.ndarray, target: np.ndarray) -> np.nd
         y = (HEIGHT - points[:, 1]) * _PIXELS_PER_UNIT
         draw_points(frames, channel, x, y, 1.0)
     return as_bytes(frames)
-
-
-def hex_frames(frames: np.ndarray) -> list[str]:
-    """Each frame as the plugin sends a camera: its bytes as one hex string."""
-    return [frame.tobytes().hex() for frame in frames]

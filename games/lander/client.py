@@ -18,7 +18,8 @@ import numpy as np
 
 from game_bridge import protocol
 from game_bridge.game_loop import StepPacer, read_arguments, run_game
-from games.lander.camera import CAMERA_KEY, FRAME_SHAPE, OBSERVATIONS, camera_frames, hex_frames
+from game_bridge.sprites import hex_frames
+from games.lander.camera import CAMERA_KEY, FRAME_SHAPE, OBSERVATIONS, camera_frames
 from games.lander.physics import (
     ACTION_SIZE,
     N_DISCRETE_ACTIONS,

@@ -10,7 +10,7 @@ import numpy as np
 from games.lander.camera import camera_frames
 from games.lander.controllers import random_actions, reference_actions, reference_discrete_actions
 from games.lander.physics import LanderPhysics
-from games.spec import GameArgs, Policy
+from games.spec import Baseline, GameArgs, Policy
 
 DEFAULT_ACTION_REPEAT = 6
 """Physics ticks per step unless a run sets ``--action-repeat``."""
@@ -50,7 +50,7 @@ class LanderSettings:
         returns = np.zeros(episodes)
         successes = np.zeros(episodes, dtype=bool)
         running = np.ones(episodes, dtype=bool)
-        baseline = isinstance(policy, _Baseline)
+        baseline = isinstance(policy, Baseline)
         frames = self.pixels and not baseline
         obs = physics.observe()
         while running.any():
@@ -69,14 +69,4 @@ class LanderSettings:
     def baseline_policies(self, rng: np.random.Generator) -> tuple[Policy, Policy]:
         """The random policy (score 0) and the reference controller (score 1)."""
         reference = reference_discrete_actions if self.discrete else reference_actions
-        return _Baseline(lambda o: random_actions(rng, len(o), self.discrete)), _Baseline(reference)
-
-
-@dataclass(frozen=True)
-class _Baseline:
-    """A baseline policy: it reads the coordinates whatever the run's policy sees."""
-
-    act: Policy
-
-    def __call__(self, obs: np.ndarray) -> np.ndarray:
-        return self.act(obs)
+        return Baseline(lambda o: random_actions(rng, len(o), self.discrete)), Baseline(reference)

@@ -54,11 +54,6 @@ def _pixels(points: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     ) * PIXELS_PER_UNIT + 1.0
 
 
-def hex_frames(frames: np.ndarray) -> list[str]:
-    """Each frame as the plugin sends a camera: its bytes as one hex string."""
-    return [frame.tobytes().hex() for frame in frames]
-
-
 def compose_scope(policy: Policy) -> Policy:
     """A policy of frames as a policy of the numbers they are drawn from."""
     return lambda obs: policy(scope_frames(obs))

@@ -18,7 +18,8 @@ import numpy as np
 
 from game_bridge import protocol
 from game_bridge.game_loop import read_arguments, run_game
-from games.stroke.camera import CAMERA_KEY, FRAME_SHAPE, OBSERVATIONS, hex_frames, scope_frames
+from game_bridge.sprites import hex_frames
+from games.stroke.camera import CAMERA_KEY, FRAME_SHAPE, OBSERVATIONS, scope_frames
 from games.stroke.world import ACTION_SIZE, OBS_SIZE, REWARD_MODES, StrokeWorld
 
 ACTION_KEY = "point"

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from games.spec import GameArgs, Policy
+from games.spec import Baseline, GameArgs, Policy
 from games.stroke.camera import compose_scope
 from games.stroke.controllers import random_moves, reference_moves
 from games.stroke.world import STROKE_STEPS, StrokeWorld
@@ -36,7 +36,7 @@ class StrokeSettings:
         world = StrokeWorld(episodes, seed, self.reward_mode)
         returns = np.zeros(episodes)
         obs = world.observe()
-        if self.pixels and not isinstance(policy, _Baseline):
+        if self.pixels and not isinstance(policy, Baseline):
             policy = compose_scope(policy)
         for _ in range(STROKE_STEPS):
             result = world.step(policy(obs))
@@ -46,14 +46,4 @@ class StrokeSettings:
 
     def baseline_policies(self, rng: np.random.Generator) -> tuple[Policy, Policy]:
         """Random moves (score 0) and the tuned filter (score 1)."""
-        return _Baseline(lambda o: random_moves(rng, len(o))), _Baseline(reference_moves)
-
-
-@dataclass(frozen=True)
-class _Baseline:
-    """A baseline policy: it reads the numbers whatever the run's policy sees."""
-
-    act: Policy
-
-    def __call__(self, obs: np.ndarray) -> np.ndarray:
-        return self.act(obs)
+        return Baseline(lambda o: random_moves(rng, len(o))), Baseline(reference_moves)
