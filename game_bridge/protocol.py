@@ -45,8 +45,29 @@ _BINARY = b"\x00"
 _ACTION_KIND = b"A"
 _STEP_KIND = b"S"
 _STEP_HEADER = struct.Struct("<HH")  # agents, agents that finished this step
-DONE, TRUNCATED, SUCCESS = 1, 2, 4
-"""Bits of the per-agent flags byte of a binary step reply."""
+DONE, TRUNCATED, SUCCESS, FAILURE = 1, 2, 4, 8
+"""Bits of the per-agent flags byte of a binary step reply. SUCCESS or FAILURE is set on a
+finished episode the game judged (``is_success`` true or false); neither where the game
+has no notion of success, which then shows no success rate."""
+
+
+SCORE = "score"
+"""A step's info key (lander's, beside the plugin's): the game's whole raw score, on the
+step that ends a game whose learner sees shaped rewards (an Atari game's, clipped)."""
+GAME_OVER = "game_over"
+"""A step's info key on an ended episode: false where the learner's episode ended but the
+game goes on (an Atari life lost), so its return is no game's score."""
+
+
+def game_score(info: dict[str, Any], episode_return: float) -> float | None:
+    """The score to print and log for an episode that just ended: the game's raw
+    :data:`SCORE` where it sends one, None where only the learner's episode ended
+    (:data:`GAME_OVER` false: the game goes on), else the episode's return."""
+    if SCORE in info:
+        return float(info[SCORE])
+    if info.get(GAME_OVER) is False:
+        return None
+    return float(episode_return)
 
 
 class FrameError(Exception):
@@ -318,7 +339,7 @@ def encode_binary_step(
 
     :param obs: (K, D) observations after the game's own resets.
     :param reward: (K,) rewards.
-    :param flags: (K,) uint8 of DONE | TRUNCATED | SUCCESS bits.
+    :param flags: (K,) uint8 of DONE | TRUNCATED | SUCCESS | FAILURE bits.
     :param terminal_obs: (n_done, D) observations before the reset, in agent order.
     """
     k, n_done = len(reward), len(terminal_obs)

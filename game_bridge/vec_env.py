@@ -237,9 +237,10 @@ class GameVecEnv(VecEnv):
         for row, agent in enumerate(dones.nonzero()[0].tolist()):
             infos[agent] = {
                 "TimeLimit.truncated": bool(flags[agent] & protocol.TRUNCATED),
-                "is_success": bool(flags[agent] & protocol.SUCCESS),
                 "terminal_observation": terminal[row].copy(),
             }
+            if flags[agent] & (protocol.SUCCESS | protocol.FAILURE):
+                infos[agent]["is_success"] = bool(flags[agent] & protocol.SUCCESS)
         # obs and reward are read-only views of the reply: step_wait copies them into the batch.
         return {self.env_info.observations[0].key: obs}, reward, dones, infos
 

@@ -36,10 +36,13 @@ class GymGame:
         self.views = views
         self.agents = len(views)
         self.seed = seed
-        obs_entry, self.action_entries = views[0].env_info_spaces()
-        self.obs_entry = obs_entry[OBS_KEY]
+        self.obs_entries, self.action_entries = views[0].env_info_spaces()
+        self.parts = views[0].parts
         self.discrete = all(e["action_type"] == "discrete" for e in self.action_entries.values())
-        self.vector = self.obs_entry["space"] == "box"
+        # One float vector: what lander's binary steps carry.
+        self.vector = (
+            list(self.obs_entries) == [OBS_KEY] and self.obs_entries[OBS_KEY]["space"] == "box"
+        )
         self.width = sum(e["size"] for e in self.action_entries.values())
         # lander's binary steps carry one float vector and one action key
         self.fast = False
@@ -49,7 +52,7 @@ class GymGame:
         """The same spaces for every agent, bounds per dimension, the binary offer taken."""
         reply = {
             "type": "env_info",
-            "observation_space": {OBS_KEY: self.obs_entry},
+            "observation_space": self.obs_entries,
             "action_space": self.action_entries,
             "n_agents": self.agents,
         }
@@ -62,26 +65,43 @@ class GymGame:
         obs, _ = self.views[index].reset(seed=seed)
         return obs
 
-    def _wire(self, obs: Any) -> Any:
-        return protocol.wire_floats(np.asarray(obs, dtype=np.float32)) if self.vector else obs
+    def _wire(self, obs: Any) -> dict[str, Any]:
+        """One agent's observation as the reply carries it: pictures as hex text of their
+        bytes (the plugin's camera encoding), vectors as numbers."""
+        values = obs if isinstance(obs, dict) else {self.parts[0].key: obs}
+        wired: dict[str, Any] = {}
+        for part in self.parts:
+            value = values[part.key]
+            if part.is_image:
+                wired[part.key] = value.tobytes().hex()
+            elif isinstance(value, np.ndarray):
+                wired[part.key] = protocol.wire_floats(value)
+            else:
+                wired[part.key] = value
+        return wired
 
     def reset(self) -> dict[str, Any]:
         """Every copy starts an episode (seeded on the first reset only)."""
         obs = [self._wire(self._reset_copy(i)) for i in range(self.agents)]
         self._seeded = True
-        return {"type": "reset", "obs": [{OBS_KEY: o} for o in obs], "info": [{}] * self.agents}
+        return {"type": "reset", "obs": obs, "info": [{}] * self.agents}
 
-    def _advance(self, actions: list[Any]) -> tuple[list[Any], np.ndarray, np.ndarray, list[Any]]:
-        """Step every copy; (observations after resets, rewards, flags, terminal observations)."""
+    def _advance(
+        self, actions: list[Any]
+    ) -> tuple[list[Any], np.ndarray, np.ndarray, list[Any], list[dict[str, Any]]]:
+        """Step every copy; (observations after resets, rewards, flags, terminal
+        observations, and per copy the score of a game that ended and whether it did)."""
         observations: list[Any] = []
         rewards = np.zeros(self.agents, dtype=np.float64)
         flags = np.zeros(self.agents, dtype=np.uint8)
         terminals: list[Any] = []
+        scores: list[dict[str, Any]] = []
         for index, (view, action) in enumerate(zip(self.views, actions, strict=True)):
             obs, reward, terminated, truncated, info = view.step(action)
             rewards[index] = reward
-            if info.get("is_success"):
-                flags[index] |= protocol.SUCCESS
+            if "is_success" in info:
+                flags[index] |= protocol.SUCCESS if info["is_success"] else protocol.FAILURE
+            scores.append({k: info[k] for k in (protocol.SCORE, protocol.GAME_OVER) if k in info})
             if terminated or truncated:
                 flags[index] |= protocol.DONE
                 if truncated and not terminated:
@@ -89,7 +109,7 @@ class GymGame:
                 terminals.append(obs)
                 obs = self._reset_copy(index)
             observations.append(obs)
-        return observations, rewards, flags, terminals
+        return observations, rewards, flags, terminals, scores
 
     def _actions(self, message: dict[str, Any]) -> list[Any]:
         actions = message.get("action")
@@ -99,20 +119,20 @@ class GymGame:
 
     def step(self, message: dict[str, Any]) -> dict[str, Any]:
         """One step of every copy, finished ones reset at once."""
-        observations, rewards, flags, terminals = self._advance(self._actions(message))
+        observations, rewards, flags, terminals, scores = self._advance(self._actions(message))
         infos: list[dict[str, Any]] = []
         ended = iter(terminals)
-        for flag in flags.tolist():
-            info: dict[str, Any] = {}
+        for flag, score in zip(flags.tolist(), scores, strict=True):
+            info: dict[str, Any] = dict(score)
             if flag & protocol.DONE:
-                info["terminal_observation"] = {OBS_KEY: self._wire(next(ended))}
+                info["terminal_observation"] = self._wire(next(ended))
                 info["TimeLimit.truncated"] = bool(flag & protocol.TRUNCATED)
-            if flag & protocol.SUCCESS:
-                info["is_success"] = True
+            if flag & (protocol.SUCCESS | protocol.FAILURE):
+                info["is_success"] = bool(flag & protocol.SUCCESS)
             infos.append(info)
         return {
             "type": "step",
-            "obs": [{OBS_KEY: self._wire(o)} for o in observations],
+            "obs": [self._wire(o) for o in observations],
             "reward": protocol.wire_floats(rewards),
             "done": (flags & protocol.DONE).astype(bool).tolist(),
             "info": infos,
@@ -121,8 +141,8 @@ class GymGame:
     def step_binary(self, body: bytes) -> bytes:
         """The same step in lander's binary encoding (a vector observation, one action key)."""
         actions = protocol.decode_binary_actions(body, self.agents, self.width, self.discrete)
-        observations, rewards, flags, terminals = self._advance(list(actions))
-        size = int(self.obs_entry["size"][0])
+        observations, rewards, flags, terminals, _ = self._advance(list(actions))
+        size = int(self.obs_entries[OBS_KEY]["size"][0])
         terminal = np.asarray(terminals, dtype=np.float32).reshape(len(terminals), size)
         return protocol.encode_binary_step(np.asarray(observations), rewards, flags, terminal)
 

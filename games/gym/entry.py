@@ -7,6 +7,7 @@ much as ``LunarLander-v3`` is.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from functools import cache
 from typing import Any
@@ -71,11 +72,11 @@ def entry_for(env_id: str) -> GameEntry:
         view = make_view(env_id, {})
     except UnsupportedEnv as exc:
         raise UnknownEnv(f"--game {PREFIX}{env_id}: {exc}") from None
-    obs_space, action_space = view.observation_space, view.action_space
+    action_space = view.action_space
     spec = view.spec
     threshold = spec.reward_threshold if spec is not None else None
+    obs_size = sum(math.prod(part.space.shape or (1,)) for part in view.parts)
     view.close()
-    obs_size = int(obs_space.shape[0]) if isinstance(obs_space, spaces.Box) else 1
     action_size = int(action_space.shape[0]) if isinstance(action_space, spaces.Box) else 1
     return GameEntry(
         name=f"{PREFIX}{env_id}",

@@ -10,6 +10,7 @@ import numpy as np
 
 from game_bridge.bot_runner import BotRunner
 from game_bridge.frame_stack import start_episodes
+from game_bridge.protocol import game_score
 from games.gym.view import UnsupportedEnv, make_view, parse_kwargs
 from games.spec import PlayOptions, PlayResult
 
@@ -50,10 +51,12 @@ def play_episodes(env_id: str, bot: BotRunner, options: PlayOptions) -> PlayResu
         actions = policy(np.asarray(obs))
         ended = np.zeros(len(views), dtype=bool)
         for i, view in enumerate(views):
-            ob, reward, terminated, truncated, _ = view.step(actions[i])
+            ob, reward, terminated, truncated, info = view.step(actions[i])
             running[i] += reward
             if terminated or truncated:
-                returns.append(float(running[i]))
+                score = game_score(info, running[i])  # an Atari game's raw score, whole
+                if score is not None:
+                    returns.append(score)
                 running[i] = 0.0
                 ob, _ = view.reset()
                 ended[i] = True

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 import numpy as np
 from gymnasium import spaces
 
+from game_bridge.protocol import game_score
 from games.gym.view import GameView, make_view, parse_kwargs
 from games.spec import Policy
 
@@ -53,6 +54,11 @@ class GymScorer:
                 obs[i] = ob
                 returns[i] += reward
                 if terminated or truncated:
+                    score = game_score(info, returns[i])
+                    if score is None:  # a life lost: the game goes on from its reset
+                        obs[i] = views[i].reset()[0]
+                        continue
+                    returns[i] = score  # an Atari game's raw score, whole
                     active[i] = False
                     if "is_success" in info:
                         success[i] = bool(info["is_success"])

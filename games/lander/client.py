@@ -199,6 +199,7 @@ class LanderGame:
             done * protocol.DONE
             + result.truncated * protocol.TRUNCATED
             + result.success * protocol.SUCCESS
+            + (done & ~result.success) * protocol.FAILURE
         ).astype(np.uint8)
         return protocol.encode_binary_step(obs, result.reward, flags, result.obs[done])
 

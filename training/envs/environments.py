@@ -16,7 +16,6 @@ from stable_baselines3.common.vec_env import (
     DummyVecEnv,
     VecEnv,
     VecEnvWrapper,
-    VecMonitor,
     VecNormalize,
 )
 from stable_baselines3.common.vec_env.base_vec_env import VecEnvObs, VecEnvStepReturn
@@ -27,6 +26,7 @@ from game_bridge.vec_env import GameVecEnv
 from games import gym_env_factory
 from training.config import ConfigError, TrainConfig
 from training.envs.game_launch import EarlyGames, launch_config
+from training.envs.game_monitor import GameMonitor
 from training.ppo.camera_policy import is_camera
 
 
@@ -73,7 +73,7 @@ def make_vec_env(
         except BaseException:
             env.close()
             raise
-    env = VecMonitor(env)
+    env = GameMonitor(env)
     if config.frame_stack > 1:
         try:
             env = CameraFrameStack(env, config.frame_stack)

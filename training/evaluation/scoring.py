@@ -32,7 +32,7 @@ class EvalResult:
     :param mean_reward: mean episode return.
     :param std_reward: standard deviation of episode returns.
     :param success_rate: fraction of episodes ending on target; None when the game never
-        reported success (``info["is_success"]``), as training shows ``-``.
+        reported success (``info["is_success"]``): then no rate is printed at all.
     :param episodes: episodes played.
     :param normalized_score: (mean - random) / (reference - random); None off the bundled games.
     """
@@ -46,10 +46,10 @@ class EvalResult:
     def line(self) -> str:
         """The one-line summary ``lander eval`` prints."""
         score = "n/a" if self.normalized_score is None else f"{self.normalized_score:.3f}"
-        success = "-" if self.success_rate is None else f"{self.success_rate:.3f}"
+        success = "" if self.success_rate is None else f"success_rate={self.success_rate:.3f} "
         return (
             f"mean_reward={self.mean_reward:.2f} std_reward={self.std_reward:.2f} "
-            f"success_rate={success} normalized_score={score}"
+            f"{success}normalized_score={score}"
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -71,11 +71,14 @@ def game_settings(
 @cache
 def baselines(episodes: int, seed: int, settings: GameSettings) -> tuple[float, float | None]:
     """Mean returns of the random policy and of the reference controller (or the return a
-    game without one counts as solved; None where it names none)."""
+    game without one counts as solved; None where it names none, and then the random
+    policy plays nothing: 200 random Atari games would cost a minute for a score of n/a)."""
     random_policy, reference = settings.baseline_policies(np.random.default_rng(seed))
+    if reference is None:
+        return float("nan"), None
     random_returns, _ = settings.play(random_policy, episodes, seed)
-    if reference is None or isinstance(reference, float | int):
-        return float(random_returns.mean()), None if reference is None else float(reference)
+    if isinstance(reference, float | int):
+        return float(random_returns.mean()), float(reference)
     reference_returns, _ = settings.play(reference, episodes, seed)
     return float(random_returns.mean()), float(reference_returns.mean())
 

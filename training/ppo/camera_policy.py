@@ -57,7 +57,8 @@ class Centroids(nn.Module):
         self.register_buffer("grid", torch.stack([xs.reshape(-1), ys.reshape(-1), ones], dim=1))
 
     def forward(self, maps: torch.Tensor) -> torch.Tensor:
-        moments = maps.flatten(2) @ self.grid  # [N, C, 3]: sum of x, of y, of the map
+        # [N, C, 3]: sum of x, of y, of the map (in the maps' precision: see CentroidEncoder)
+        moments = maps.flatten(2) @ self.grid.to(maps.dtype)
         mass = moments[:, :, 2]
         return torch.cat(
             [
@@ -105,7 +106,7 @@ class Whitening(nn.Module):
         self.register_buffer("refits", torch.zeros((), dtype=torch.int64))
 
     def forward(self, features: torch.Tensor) -> torch.Tensor:
-        return (features - self.mean) @ self.matrix.T
+        return (features - self.mean.to(features.dtype)) @ self.matrix.to(features.dtype).T
 
 
 class CentroidEncoder(nn.Sequential):
@@ -119,17 +120,33 @@ class CentroidEncoder(nn.Sequential):
     def forward(self, frames: torch.Tensor) -> torch.Tensor:
         features = self.centroids(frames)
         whitening = self.whitening
-        return features if whitening is None else whitening(features)
+        return (features if whitening is None else whitening(features)).float()
 
     def centroids(self, frames: torch.Tensor) -> torch.Tensor:
-        """The centroids and masses of the maps, before any whitening."""
+        """The centroids and masses of the maps, before any whitening, in float64.
+
+        Why float64: a map that is nearly dark has a centroid of its moment over a tiny
+        mass, and the whitening scales a direction that hardly varies by up to 100, so
+        float32 rounding in here (3e-6 in a feature) reached the actions by 1.5e-4 and failed
+        export parity against the bot file's float64 numpy. In float64 the model computes
+        what the bot file does; the pooling is a mean over a reshape, not ``AvgPool2d``,
+        because onnxruntime pools float32 only.
+        """
         pool, conv, relu, centroids = list(self)[:4]
-        assert isinstance(conv, nn.Conv2d)
-        pooled = pool(frames)
-        count, channels, height, width = pooled.shape
-        weights = conv.weight.reshape(conv.out_channels, channels)
-        maps = (weights @ pooled.reshape(count, channels, height * width)).reshape(
-            count, conv.out_channels, height, width
+        assert isinstance(conv, nn.Conv2d) and isinstance(pool, nn.AvgPool2d)
+        kernel = pool.kernel_size
+        size = int(kernel if isinstance(kernel, int) else kernel[0])
+        _, channels, height, width = frames.shape
+        high, wide = height // size, width // size  # AvgPool2d drops a remainder too
+        pooled = (
+            frames[:, :, : high * size, : wide * size]
+            .double()
+            .reshape(-1, channels, high, size, wide, size)
+            .mean(dim=(3, 5))
+        )
+        weights = conv.weight.double().reshape(conv.out_channels, channels)
+        maps = (weights @ pooled.reshape(-1, channels, high * wide)).reshape(
+            -1, conv.out_channels, high, wide
         )
         return centroids(relu(maps))
 

@@ -193,12 +193,13 @@ class ProgressReport(BaseCallback):
         self.last_fps = done / max(time.monotonic() - self._started, 1e-9)
         snapshot = self.snapshot()
         reward = "-" if self.last_reward is None else f"{self.last_reward:.1f}"
-        success = "-" if self.last_success is None else f"{self.last_success:.2f}"
+        # A game that never judged an episode (no is_success) shows no rate at all.
+        success = "" if self.last_success is None else f" success_rate={self.last_success:.2f}"
         std = action_std(self.model)
         std_text = "" if std is None else f" std={np.mean(std):.3f}"
         line = (
-            f"steps={self.num_timesteps} fps={self.last_fps:.0f} ep_rew_mean={reward} "
-            f"success_rate={success}{std_text} done={snapshot.percent:.1f}% "
+            f"steps={self.num_timesteps} fps={self.last_fps:.0f} ep_rew_mean={reward}"
+            f"{success}{std_text} done={snapshot.percent:.1f}% "
             f"eta={snapshot.eta_text()}"
         )
         if self._progress is not None:

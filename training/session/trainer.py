@@ -30,7 +30,7 @@ from rich.console import Console
 from stable_baselines3 import PPO
 from stable_baselines3.common.callbacks import BaseCallback
 from stable_baselines3.common.policies import ActorCriticPolicy
-from stable_baselines3.common.vec_env import VecEnv, VecMonitor
+from stable_baselines3.common.vec_env import VecEnv
 from threadpoolctl import threadpool_limits
 
 from game_bridge.errors import BridgeError, Interrupted
@@ -48,6 +48,7 @@ from training.envs.environments import (
     wrap_normalization,
     wrapped_env,
 )
+from training.envs.game_monitor import GameMonitor
 from training.envs.sides import SelfPlayEnv
 from training.evaluation.scoring import EvalResult, Policy, evaluate_through_bridge, game_settings
 from training.ppo.camera_policy import camera_policy_kwargs, sees_images
@@ -674,7 +675,7 @@ def _partner_view(env: VecEnv) -> VecEnv | None:
     view = wrapped_env(env, SelfPlayEnv)
     if view is None or not view.rival_sides:
         return None
-    return VecMonitor(view.view(view.rival_sides[0]))
+    return GameMonitor(view.view(view.rival_sides[0]))
 
 
 def _side_of(env: VecEnv) -> str:

@@ -1,0 +1,215 @@
+"""Pictures from Gymnasium games: an ALE id gets the field's preprocessing (games/gym/atari.py)
+with the game's raw score kept whole for everything lander prints, and any image
+observation is a camera key, alone or beside vector keys."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import gymnasium
+import numpy as np
+import pytest
+from gymnasium import spaces
+
+from game_bridge import protocol
+from game_bridge.bot_runner import BotRunner
+from game_bridge.protocol import GAME_OVER, SCORE
+from game_bridge.spaces import ObservationCodec, parse_env_info
+from games.gym import atari
+from games.gym.client import GymGame
+from games.gym.view import IMAGE_KEY, GameView, make_view
+from tests.conftest import lander, tensorboard_steps
+from tests.plugin_decode import PluginInference
+
+atari.register_ale()
+
+
+class _RawRewards(gymnasium.Wrapper[Any, Any, Any, Any]):
+    """Sums the emulator's own rewards under the preprocessing, to check the score against."""
+
+    def __init__(self, env: gymnasium.Env[Any, Any]) -> None:
+        super().__init__(env)
+        self.total = 0.0
+        self.rewards: list[float] = []
+
+    def step(self, action: Any) -> Any:
+        result = self.env.step(action)
+        self.total += float(result[1])
+        self.rewards.append(float(result[1]))
+        return result
+
+
+def test_the_raw_score_survives_life_loss_and_reward_clipping() -> None:
+    """SpaceInvaders pays 5 to 30 an alien over three lives: the learner sees each life as an
+    episode and every reward as its sign, and the step that ends the game carries the
+    emulator's own total."""
+    raw = _RawRewards(gymnasium.make("SpaceInvadersNoFrameskip-v4"))
+    view = GameView(atari.preprocess(raw))
+    view.reset(seed=1)
+    rng = np.random.default_rng(1)
+    learner_rewards: list[float] = []
+    lives_lost = 0
+    for _ in range(20_000):
+        _, reward, terminated, truncated, info = view.step(int(rng.integers(6)))
+        learner_rewards.append(reward)
+        if terminated or truncated:
+            if SCORE in info:
+                break
+            assert info[GAME_OVER] is False
+            lives_lost += 1
+            view.reset()
+    else:
+        pytest.fail("no game ended in 20,000 steps")
+    assert info[GAME_OVER] is True
+    assert lives_lost >= 2  # three lives: two lost before the last ends the game
+    assert set(learner_rewards) <= {-1.0, 0.0, 1.0}
+    assert max(raw.rewards) > 1.0  # the clipping had something to clip
+    assert info[SCORE] == raw.total > sum(learner_rewards)
+
+
+@pytest.mark.parametrize("env_id", ["PongNoFrameskip-v4", "ALE/Pong-v5"])
+def test_a_step_is_four_frames_84_by_84_grey_four_stacked(env_id: str) -> None:
+    """The NoFrameskip id skips (and max-pools) here; the v5 id, which skips by itself, is not
+    skipped twice. Four grey 84 x 84 frames, oldest first: after a reset all four are the
+    first frame, and each step shifts the stack by one."""
+    view = make_view(env_id, {})
+    assert view.observation_space == spaces.Box(0, 255, (4, 84, 84), np.uint8)
+    assert view.env_info_spaces()[0] == {IMAGE_KEY: {"size": [4, 84, 84], "space": "box"}}
+    first, info = view.reset(seed=0)
+    assert first.dtype == np.uint8 and first.shape == (4, 84, 84)
+    assert all(np.array_equal(first[0], frame) for frame in first[1:])
+    frame_before = info["frame_number"]
+    previous = first
+    for _ in range(40):
+        obs, _, _, _, info = view.step(0)
+        assert np.array_equal(obs[:3], previous[1:])
+        assert info["frame_number"] - frame_before == 4
+        frame_before, previous = info["frame_number"], obs
+    assert not np.array_equal(previous[0], previous[3])  # the game moved in 3 steps
+
+
+def test_fire_starts_a_game_that_waits_for_it() -> None:
+    """Breakout serves no ball until FIRE: after the reset's FIRE the game is on, so NOOPs
+    alone lose the lives one after another."""
+    assert atari.needs_fire(gymnasium.make("BreakoutNoFrameskip-v4"))
+    view = make_view("BreakoutNoFrameskip-v4", {})
+    view.reset(seed=0)
+    for _ in range(2_000):
+        *_, terminated, truncated, info = view.step(0)
+        if terminated or truncated:
+            assert info[GAME_OVER] is False  # a life lost on the ball served by FIRE
+            return
+    pytest.fail("no life lost in 2,000 NOOP steps: the ball was never served")
+
+
+def test_a_picture_observation_is_a_camera_key_never_a_flat_vector() -> None:
+    """CarRacing's 96 x 96 x 3 frames go on the wire as one camera key, channels first."""
+    view = make_view("CarRacing-v3", {})
+    assert view.env_info_spaces()[0] == {IMAGE_KEY: {"size": [3, 96, 96], "space": "box"}}
+    obs, _ = view.reset(seed=0)
+    raw = view.env.unwrapped.state if hasattr(view.env.unwrapped, "state") else None
+    assert obs.shape == (3, 96, 96) and obs.dtype == np.uint8
+    if raw is not None:
+        np.testing.assert_array_equal(obs, np.asarray(raw).transpose(2, 0, 1))
+    view.close()
+
+
+class _EyeAndSpeed(gymnasium.Env[Any, Any]):
+    """A dictionary observation: a 16 x 12 RGB picture and a vector of two."""
+
+    observation_space = spaces.Dict(
+        {
+            "eye": spaces.Box(0, 255, (12, 16, 3), np.uint8),
+            "speed": spaces.Box(-5.0, 5.0, (2,), np.float32),
+        }
+    )
+    action_space = spaces.Discrete(3)
+
+    def _obs(self) -> dict[str, np.ndarray]:
+        eye = np.zeros((12, 16, 3), np.uint8)
+        eye[self.t % 12, 3, 1] = 200
+        return {"eye": eye, "speed": np.array([self.t, -1.5], np.float32)}
+
+    def reset(self, *, seed: int | None = None, options: Any = None) -> Any:
+        super().reset(seed=seed)
+        self.t = 0
+        return self._obs(), {}
+
+    def step(self, action: Any) -> Any:
+        self.t += 1
+        return self._obs(), 1.0, self.t >= 3, False, {}
+
+
+def _on_the_wire(message: dict[str, Any]) -> dict[str, Any]:
+    """A message as the other end reads it: framed, encoded, decoded."""
+    return protocol.decode_body(protocol.encode_message(message)[4:])
+
+
+def test_a_dictionary_of_a_picture_and_a_vector_is_camera_and_vector_keys() -> None:
+    """Through the gym game's protocol replies and the bridge's own parser: the picture is a
+    camera key (``eye_2d``, uint8, channels first), the vector a box key, in the
+    environment's order, and the terminal observation of an ended episode decodes too."""
+    game = GymGame([GameView(_EyeAndSpeed()), GameView(_EyeAndSpeed())], seed=0)
+    info = parse_env_info(_on_the_wire(game.env_info()))
+    assert [(e.key, e.is_image) for e in info.observations] == [("eye_2d", True), ("speed", False)]
+    space = info.observation_space
+    assert isinstance(space, spaces.Dict)
+    assert space["eye_2d"] == spaces.Box(0, 255, (3, 12, 16), np.uint8)
+    codec = ObservationCodec(info.observations)
+    game.reset()
+    action = {"type": "action", "action": [{"action": 0}, {"action": 2}]}
+    for step in range(1, 4):
+        reply = _on_the_wire(game.step(action))
+        decoded = codec.decode(reply["obs"], 2, 0)
+        if step < 3:
+            assert decoded["eye_2d"][0, 1, step, 3] == 200
+            np.testing.assert_allclose(decoded["speed"][1], [step, -1.5])
+    assert reply["done"] == [True, True]
+    terminal = codec.decode_one(reply["info"][0]["terminal_observation"], 0)
+    assert terminal["eye_2d"][1, 3, 3] == 200 and terminal["speed"][0] == 3.0
+
+
+def test_an_atari_run_trains_on_pictures_logs_whole_games_and_exports_an_image_input(
+    tmp_path: Path,
+) -> None:
+    """Breakout through real game processes with no flag: the rewards it logs are whole
+    games' raw scores (a random Breakout game scores a few points over its five lives, not
+    the one or two of a life), it prints no success rate, and its ONNX file takes the
+    stacked frames as one camera input in the plugin's layout."""
+    trained = lander(
+        tmp_path, "train", "brk", "--game", "gym:BreakoutNoFrameskip-v4", "--timesteps", "6144",
+        "--n-parallel", "2", "--eval-episodes", "2", "--no-git", timeout=600,
+    )  # fmt: skip
+    output = trained.stdout + trained.stderr
+    assert trained.returncode == 0, output
+    assert "Traceback" not in output and "success_rate" not in output
+    rewards = [r for _, r in tensorboard_steps(tmp_path / "logs" / "brk", "rollout/ep_rew_mean")]
+    assert rewards, output
+    lengths = [n for _, n in tensorboard_steps(tmp_path / "logs" / "brk", "rollout/ep_len_mean")]
+    # Whole games: five lives of a served ball last well over a hundred steps.
+    assert min(lengths) > 100, lengths
+    assert all(r >= 0 and r == r for r in rewards), rewards
+
+    import onnx
+
+    graph = onnx.load(str(tmp_path / "bots" / "brk.onnx")).graph
+    dims = {
+        i.name: [d.dim_value or d.dim_param for d in i.type.tensor_type.shape.dim]
+        for i in graph.input
+    }
+    assert dims[IMAGE_KEY][1:] == [4 * 84 * 84], dims
+    # The plugin feeds the camera's bytes as floats, in the order sent: the bot's choice.
+    view = make_view("BreakoutNoFrameskip-v4", {})
+    obs = view.reset(seed=3)[0]
+    for _ in range(30):
+        obs = view.step(1)[0]
+    bot = BotRunner.from_file(tmp_path / "bots" / "brk.json")
+    plugin = PluginInference(
+        tmp_path / "bots" / "brk.onnx", {"action": {"size": 4, "action_type": "discrete"}}
+    )
+    fed = [float(byte) for byte in obs.tobytes()]
+    assert plugin.act({IMAGE_KEY: fed})["action"] == int(bot.act(obs[None])[0])
+    evaluated = lander(tmp_path, "eval", "brk", "--episodes", "2")
+    assert evaluated.returncode == 0, evaluated.stdout + evaluated.stderr
+    assert "mean_reward=" in evaluated.stdout and "success_rate" not in evaluated.stdout
