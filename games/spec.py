@@ -31,6 +31,16 @@ BUNDLED_TUNING: dict[str, Any] = {
 lander, the stroke and duel tests' scores), which they keep in their ``train_defaults``:
 the general defaults (training/config.py) are chosen for games nobody tuned lander for."""
 
+BUNDLED_CAMERA_TUNING: dict[str, Any] = {
+    "camera_encoder": "centroids",
+    "learning_rate": 2e-3,
+    "n_epochs": 10,
+    "clip_range": 0.2,
+}
+"""What the bundled games' camera modes were measured with (the lander's 0.8 within 10x the
+time of its coordinates, the stroke's scope: docs/performance.md, "The camera, third part"),
+which they keep over the defaults for pictures chosen on games nobody here drew."""
+
 Policy = Callable[[Any], np.ndarray]
 """Maps a batch of observations ((K, size), or a dict of keys for a game with several) to
 a batch of actions."""
@@ -177,6 +187,10 @@ class GameEntry:
     gym_id: str | None = None
     env_factory: Callable[[GameArgs, int | None], Callable[[], Any]] | None = None
     check_args: Callable[[GameArgs], None] | None = None
+    sees_pictures: Callable[[GameArgs], bool] = lambda _game_args: False
+    """Whether the game sends a camera key with these ``--game-arg`` settings: a new run
+    then starts from the defaults for pictures (training/config.py ``PICTURE_DEFAULTS``),
+    under the game's own ``train_defaults`` and ``arg_defaults``."""
     page_plays: Callable[[GameArgs], bool] = lambda _game_args: True
     """Whether the web page plays a bot of these ``--game-arg`` settings (the duel's page
     plays the race, not the chase)."""

@@ -21,6 +21,7 @@ from games.gym.client import GymGame
 from games.gym.view import IMAGE_KEY, GameView, make_view
 from tests.conftest import lander, tensorboard_steps
 from tests.plugin_decode import PluginInference
+from training.config import CAMERA_ENCODERS
 
 atari.register_ale()
 
@@ -213,3 +214,29 @@ def test_an_atari_run_trains_on_pictures_logs_whole_games_and_exports_an_image_i
     evaluated = lander(tmp_path, "eval", "brk", "--episodes", "2")
     assert evaluated.returncode == 0, evaluated.stdout + evaluated.stderr
     assert "mean_reward=" in evaluated.stdout and "success_rate" not in evaluated.stdout
+
+
+@pytest.mark.parametrize("encoder", CAMERA_ENCODERS)
+def test_every_camera_encoder_exports_with_parity_once_trained(
+    tmp_path: Path, encoder: str
+) -> None:
+    """CarRacing's pictures (continuous actions, so parity is a number, not a vote) through
+    a few updates of each encoder, the centroids' whitening refitted after each rollout:
+    the bot file and the ONNX file give the model's actions within the vector games'
+    tolerance, not a camera's looser one."""
+    from stable_baselines3.common.vec_env import DummyVecEnv
+
+    from training.bots.export import CONTINUOUS_TOLERANCE, export_policy
+    from training.ppo.camera_policy import camera_policy_kwargs
+    from training.ppo.lean_ppo import LeanPPO
+
+    env = DummyVecEnv([lambda: make_view("CarRacing-v3", {}) for _ in range(2)])
+    model = LeanPPO(
+        "CnnPolicy", env, n_steps=64, batch_size=64, n_epochs=2, learning_rate=3e-3, seed=0,
+        device="cpu", policy_kwargs=camera_policy_kwargs(encoder),
+    )  # fmt: skip
+    model.learn(384)
+    env.close()
+    result = export_policy(model, None, "car", tmp_path / "car.json", tmp_path / "car.onnx")
+    for parity in (result.bot_parity, result.onnx_parity):
+        assert parity.max_abs_diff <= CONTINUOUS_TOLERANCE, parity

@@ -16,7 +16,7 @@ from cli import run_flow
 from cli.app import app
 from cli.train_flags import option_name
 from games import DEFAULT_GAME, game_entry
-from training.config import TUNED, TrainConfig
+from training.config import PICTURE_DEFAULTS, TUNED, TrainConfig
 from training.session.trainer import TrainRequest, plan_training
 
 DECLARED = {option_name(item.name) for item in fields(TrainConfig)}
@@ -209,3 +209,31 @@ def test_a_policy_with_memory_plans_long_sequences_and_fewer_passes(tmp_path: Pa
     assert (chosen.n_steps, chosen.n_epochs) == (512, 7)
     general = plan(memory=16, game="gym:CartPole-v1")
     assert (general.n_steps, general.n_epochs) == (128, 5)
+
+
+def test_a_game_that_sends_pictures_starts_from_the_defaults_for_pictures(
+    tmp_path: Path,
+) -> None:
+    """A ``gym:`` game whose observation is a picture (Atari, CarRacing) starts from the
+    defaults for pictures, a game of numbers from the general ones, a flag wins over both;
+    the bundled camera modes keep what they were measured with, whatever the defaults for
+    pictures say (a default is chosen per kind of input, never per game id)."""
+    assert PICTURE_DEFAULTS, "the defaults for pictures are declared"
+
+    def planned(**overrides: Any) -> TrainConfig:
+        return plan_training(TrainRequest(tmp_path, "seen", overrides=overrides)).config
+
+    general = TrainConfig()
+    for game in ("gym:PongNoFrameskip-v4", "gym:CarRacing-v3"):
+        config = planned(game=game)
+        assert {name: getattr(config, name) for name in PICTURE_DEFAULTS} == PICTURE_DEFAULTS
+    numbers = planned(game="gym:CartPole-v1")
+    assert all(getattr(numbers, name) == getattr(general, name) for name in PICTURE_DEFAULTS)
+    name, value = next(iter(PICTURE_DEFAULTS.items()))
+    other = {"camera_encoder": "nature"} if name == "camera_encoder" else {name: value * 2}
+    assert getattr(planned(game="gym:PongNoFrameskip-v4", **other), name) == other[name]
+    for game in ("lander", "stroke"):
+        vector = planned(game=game)
+        camera = planned(game=game, game_args={"observation": "pixels"})
+        for setting in PICTURE_DEFAULTS:
+            assert getattr(camera, setting) == getattr(vector, setting), (game, setting)

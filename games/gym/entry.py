@@ -76,6 +76,7 @@ def entry_for(env_id: str) -> GameEntry:
     spec = view.spec
     threshold = spec.reward_threshold if spec is not None else None
     obs_size = sum(math.prod(part.space.shape or (1,)) for part in view.parts)
+    pictures = any(part.is_image for part in view.parts)
     view.close()
     action_size = int(action_space.shape[0]) if isinstance(action_space, spaces.Box) else 1
     return GameEntry(
@@ -99,5 +100,6 @@ def entry_for(env_id: str) -> GameEntry:
         record_name=_record_name(env_id),
         play=_play(env_id),
         page_plays=lambda _game_args: False,
+        sees_pictures=lambda _game_args: pictures,
         race_reward=float(threshold) if threshold is not None else None,
     )

@@ -9,7 +9,14 @@ from game_bridge.bot_runner import BotRunner
 from games.lander.camera import OBSERVATIONS
 from games.lander.physics import ACTION_SIZE, OBS_SIZE
 from games.lander.scoring import LanderSettings
-from games.spec import BUNDLED_TUNING, GameArgs, GameEntry, PlayOptions, PlayResult
+from games.spec import (
+    BUNDLED_CAMERA_TUNING,
+    BUNDLED_TUNING,
+    GameArgs,
+    GameEntry,
+    PlayOptions,
+    PlayResult,
+)
 
 WEB = Path(__file__).resolve().parent / "web"
 """The lander's page: its physics and the bot runner in JavaScript (the duel's page uses them)."""
@@ -116,5 +123,9 @@ ENTRY = GameEntry(
     # the general step: with the whitened centroids 0.002 and 0.001 pass 0.8 alike (22.5 s
     # and 21.9 s, median of 3 seeds) and hold to 240 s (docs/performance.md, "The camera,
     # third part"), where before the whitening 0.002 fell back.
-    arg_defaults={("observation", "glimpse"): {"learning_rate": 1e-3}},
+    arg_defaults={
+        ("observation", "glimpse"): {"learning_rate": 1e-3},
+        ("observation", "pixels"): BUNDLED_CAMERA_TUNING,
+    },
+    sees_pictures=lambda game_args: game_args.get("observation") == "pixels",
 )

@@ -5,7 +5,14 @@ from __future__ import annotations
 from typing import Any
 
 from game_bridge.bot_runner import BotRunner
-from games.spec import BUNDLED_TUNING, GameArgs, GameEntry, PlayOptions, PlayResult
+from games.spec import (
+    BUNDLED_CAMERA_TUNING,
+    BUNDLED_TUNING,
+    GameArgs,
+    GameEntry,
+    PlayOptions,
+    PlayResult,
+)
 from games.stroke.camera import OBSERVATIONS, compose_scope
 from games.stroke.scoring import StrokeSettings
 from games.stroke.world import ACTION_SIZE, OBS_SIZE, REWARD_MODES
@@ -64,4 +71,7 @@ ENTRY = GameEntry(
     record_name=_record_name,
     play=_play,
     train_defaults=BUNDLED_TUNING,
+    # Its scope was measured with the general 64-step rollouts, as its numbers are.
+    arg_defaults={("observation", "pixels"): {**BUNDLED_CAMERA_TUNING, "n_steps": 64}},
+    sees_pictures=lambda game_args: game_args.get("observation") == "pixels",
 )

@@ -40,6 +40,8 @@ CENTROID_POOL = 2
 point drawn across pixels still moves its centroid smoothly."""
 NATURE_FEATURES = 256
 """The width of SB3's CNN's output when ``--camera-encoder nature``."""
+SMALL_FEATURES = 256
+"""The width of the small CNN's output when ``--camera-encoder small``."""
 
 
 class Centroids(nn.Module):
@@ -157,6 +159,32 @@ class CentroidEncoder(nn.Sequential):
         return last if isinstance(last, Whitening) else None
 
 
+def small_cnn(space: gymnasium.spaces.Box) -> nn.Sequential:
+    """``--camera-encoder small``: the network of the first DQN (Mnih et al. 2013), 16
+    maps of 8 x 8 by 4, then 32 of 4 x 4 by 2, and a dense layer: on 84 x 84 x 4 frames
+    2.9M multiply-adds a frame against the Nature CNN's 9.4M, for a CPU that pays for
+    every one of them in each of PPO's epochs."""
+    convolutions = nn.Sequential(
+        nn.Conv2d(int(space.shape[0]), 16, 8, stride=4),
+        nn.ReLU(),
+        nn.Conv2d(16, 32, 4, stride=2),
+        nn.ReLU(),
+        nn.Flatten(),
+    )
+    with torch.no_grad():
+        width = int(convolutions(torch.zeros(1, *space.shape)).shape[1])
+    return nn.Sequential(convolutions, nn.Linear(width, SMALL_FEATURES), nn.ReLU())
+
+
+def camera_encoder(space: gymnasium.spaces.Box, encoder: str, whiten: bool) -> nn.Module:
+    """The encoder of one camera key named by ``--camera-encoder``."""
+    if encoder == "centroids":
+        return centroid_encoder(space, whiten=whiten)
+    if encoder == "small":
+        return small_cnn(space)
+    return NatureCNN(space, NATURE_FEATURES, normalized_image=False)
+
+
 def centroid_encoder(
     space: gymnasium.spaces.Box,
     maps: int = CENTROID_MAPS,
@@ -214,11 +242,7 @@ class CameraExtractor(BaseFeaturesExtractor):
         for _, space in parts:
             assert isinstance(space, gymnasium.spaces.Box)
             if is_camera(space):
-                module: nn.Module = (
-                    centroid_encoder(space, whiten=whiten)
-                    if encoder == "centroids"
-                    else NatureCNN(space, NATURE_FEATURES, normalized_image=False)
-                )
+                module: nn.Module = camera_encoder(space, encoder, whiten)
             else:
                 module = nn.Flatten()
             with torch.no_grad():

@@ -14,6 +14,7 @@ from rich.console import Console
 from games import BUNDLED_GAMES, game_entry
 from training.bots.run_bots import trained_with
 from training.config import (
+    PICTURE_DEFAULTS,
     SESSION_SETTINGS,
     ConfigError,
     TrainConfig,
@@ -115,13 +116,18 @@ two slowest seeds, 10 passes peaked at 0.62 and 0.73 in 150 s; 5 passed 0.8 at 7
 
 
 def _game_defaults(config: TrainConfig) -> dict[str, Any]:
-    """The settings a new run of a bundled game starts from (its registry entry's
-    ``train_defaults``, and its ``arg_defaults`` for the run's ``--game-arg`` values);
-    none for a game binary or server, which is another game."""
-    if config.own_game is not None or config.game not in BUNDLED_GAMES:
+    """The settings a new run of a bundled game starts from (the defaults for pictures where
+    it sends a camera key, under its registry entry's ``train_defaults``, and its
+    ``arg_defaults`` for the run's ``--game-arg`` values); for a ``gym:`` game that sends
+    pictures, the defaults for pictures; none for a game binary or server, which is
+    another game."""
+    if config.own_game is not None:
         return {}
     entry = game_entry(config.game)
-    tuned = dict(entry.train_defaults)
+    pictures = dict(PICTURE_DEFAULTS) if entry.sees_pictures(config.game_args) else {}
+    if config.game not in BUNDLED_GAMES:
+        return pictures
+    tuned = {**pictures, **entry.train_defaults}
     for (name, value), settings in entry.arg_defaults.items():
         if config.game_args.get(name) == value:
             tuned.update(settings)
