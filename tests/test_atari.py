@@ -240,3 +240,34 @@ def test_every_camera_encoder_exports_with_parity_once_trained(
     result = export_policy(model, None, "car", tmp_path / "car.json", tmp_path / "car.onnx")
     for parity in (result.bot_parity, result.onnx_parity):
         assert parity.max_abs_diff <= CONTINUOUS_TOLERANCE, parity
+
+
+def test_the_monitor_logs_whole_games_at_their_raw_score() -> None:
+    """Over a real preprocessed SpaceInvaders in-process: the episodes ``GameMonitor``
+    records (what every printed reward reads) are whole games at the emulator's total, while
+    the learner's episodes end at every life lost."""
+    from stable_baselines3.common.vec_env import DummyVecEnv
+
+    from training.envs.game_monitor import GameMonitor
+
+    raws: list[_RawRewards] = []
+
+    def build() -> GameView:
+        raws.append(_RawRewards(gymnasium.make("SpaceInvadersNoFrameskip-v4")))
+        return GameView(atari.preprocess(raws[-1]))
+
+    env = GameMonitor(DummyVecEnv([build]))
+    env.seed(2)
+    env.reset()
+    rng = np.random.default_rng(2)
+    learner_ends, games = 0, []
+    for _ in range(20_000):
+        _, _, dones, infos = env.step(rng.integers(6, size=1))
+        if dones[0]:
+            learner_ends += 1
+            if "episode" in infos[0]:
+                games.append(infos[0]["episode"])
+                break
+    env.close()
+    assert len(games) == 1 and learner_ends >= 3, (games, learner_ends)
+    assert games[0]["r"] == raws[0].total and games[0]["l"] > 100

@@ -39,7 +39,6 @@ class GymGame:
         self.obs_entries, self.action_entries = views[0].env_info_spaces()
         self.parts = views[0].parts
         self.discrete = all(e["action_type"] == "discrete" for e in self.action_entries.values())
-        # One float vector: what lander's binary steps carry.
         self.vector = (
             list(self.obs_entries) == [OBS_KEY] and self.obs_entries[OBS_KEY]["space"] == "box"
         )
@@ -90,18 +89,19 @@ class GymGame:
         self, actions: list[Any]
     ) -> tuple[list[Any], np.ndarray, np.ndarray, list[Any], list[dict[str, Any]]]:
         """Step every copy; (observations after resets, rewards, flags, terminal
-        observations, and per copy the score of a game that ended and whether it did)."""
+        observations, and per copy the score of a game that ended and whether one did:
+        ``SCORE`` and ``GAME_OVER``, where the view says them)."""
         observations: list[Any] = []
         rewards = np.zeros(self.agents, dtype=np.float64)
         flags = np.zeros(self.agents, dtype=np.uint8)
         terminals: list[Any] = []
-        scores: list[dict[str, Any]] = []
+        ends: list[dict[str, Any]] = []
         for index, (view, action) in enumerate(zip(self.views, actions, strict=True)):
             obs, reward, terminated, truncated, info = view.step(action)
             rewards[index] = reward
             if "is_success" in info:
                 flags[index] |= protocol.SUCCESS if info["is_success"] else protocol.FAILURE
-            scores.append({k: info[k] for k in (protocol.SCORE, protocol.GAME_OVER) if k in info})
+            ends.append({k: info[k] for k in (protocol.SCORE, protocol.GAME_OVER) if k in info})
             if terminated or truncated:
                 flags[index] |= protocol.DONE
                 if truncated and not terminated:
@@ -109,7 +109,7 @@ class GymGame:
                 terminals.append(obs)
                 obs = self._reset_copy(index)
             observations.append(obs)
-        return observations, rewards, flags, terminals, scores
+        return observations, rewards, flags, terminals, ends
 
     def _actions(self, message: dict[str, Any]) -> list[Any]:
         actions = message.get("action")
@@ -119,11 +119,11 @@ class GymGame:
 
     def step(self, message: dict[str, Any]) -> dict[str, Any]:
         """One step of every copy, finished ones reset at once."""
-        observations, rewards, flags, terminals, scores = self._advance(self._actions(message))
+        observations, rewards, flags, terminals, ends = self._advance(self._actions(message))
         infos: list[dict[str, Any]] = []
         ended = iter(terminals)
-        for flag, score in zip(flags.tolist(), scores, strict=True):
-            info: dict[str, Any] = dict(score)
+        for flag, end in zip(flags.tolist(), ends, strict=True):
+            info: dict[str, Any] = dict(end)
             if flag & protocol.DONE:
                 info["terminal_observation"] = self._wire(next(ended))
                 info["TimeLimit.truncated"] = bool(flag & protocol.TRUNCATED)
