@@ -250,9 +250,12 @@ def setup() -> None:
     pip = [str(python), "-m", "pip", "install", "--quiet"]
     subprocess.run([*pip, "torch>=2.3,<2.14"], check=True)
     # tensorboard: the zoo logs rollout/ep_rew_mean there, which is what is read back.
+    # ale-py and OpenCV: the zoo's Atari side (benchmarks/pictures.py).
     subprocess.run(
-        [*pip, "rl_zoo3>=2.9,<2.10", "gymnasium[box2d]>=1.0,<2", "tensorboard>=2.15,<3"], check=True
-    )
+        [*pip, "rl_zoo3>=2.9,<2.10", "gymnasium[box2d]>=1.0,<2", "tensorboard>=2.15,<3",
+         "ale-py>=0.9,<1", "opencv-python-headless>=4.8,<5"],
+        check=True,
+    )  # fmt: skip
     console.print(f"RL Zoo installed in {python.parent.parent}")
 
 

@@ -5,8 +5,7 @@ For each game, each seed, the two sides alternate (the order flips every seed), 
 ``--minutes`` of wall clock on this machine:
 
 - **zoo**: ``python -m rl_zoo3.train --algo ppo --env ENV --seed S`` in ``.venv-zoo``
-  (``benchmarks/any_game.py --setup`` makes it; this script's ``--setup`` adds ale-py and
-  OpenCV): SB3's ``AtariWrapper`` with 4 frames stacked, the Nature CNN, 8 envs x 128
+  (``--setup`` makes it, with ale-py and OpenCV, as ``benchmarks/any_game.py --setup``): SB3's ``AtariWrapper`` with 4 frames stacked, the Nature CNN, 8 envs x 128
   steps, 4 epochs, a learning rate of 2.5e-4 and a clip of 0.1 both decaying over its
   10M-step budget; its periodic evaluation off (only faster);
 - **lander**: ``lander train --game gym:ENV`` with nothing else set (or ``--settings``).
@@ -31,10 +30,9 @@ import argparse
 import json
 import math
 import statistics
-import subprocess
 from pathlib import Path
 
-from any_game import ZOO_PYTHON, Curve, run_lander, run_zoo
+from any_game import ZOO_PYTHON, Curve, run_lander, run_zoo, setup
 from rich.console import Console
 from rich.table import Table
 
@@ -117,21 +115,9 @@ def print_table(record: dict[str, dict[str, object]]) -> None:
         )
 
 
-def setup() -> None:
-    """Add what the zoo's Atari side needs to ``.venv-zoo`` (made by any_game.py --setup)."""
-    if not ZOO_PYTHON.exists():
-        raise SystemExit("no .venv-zoo: run benchmarks/any_game.py --setup first")
-    subprocess.run(
-        [str(ZOO_PYTHON), "-m", "pip", "install", "--quiet", "ale-py>=0.9,<1",
-         "opencv-python-headless>=4.8,<5"],
-        check=True,
-    )  # fmt: skip
-    console.print("ale-py and OpenCV installed in .venv-zoo")
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--setup", action="store_true", help="add ale-py to .venv-zoo and stop")
+    parser.add_argument("--setup", action="store_true", help="make .venv-zoo and stop")
     parser.add_argument("--envs", default=",".join(SUITE), help="comma-separated Gymnasium ids")
     parser.add_argument("--seeds", type=int, default=1, help="seeds per side")
     parser.add_argument("--first-seed", type=int, default=0, help="seeds from this one on")
@@ -157,7 +143,7 @@ def main() -> None:
         print_table(joined)
         return
     if not ZOO_PYTHON.exists() and "zoo" in args.sides:
-        raise SystemExit("no .venv-zoo: run benchmarks/any_game.py --setup, then --setup here")
+        raise SystemExit("no .venv-zoo: run benchmarks/pictures.py --setup first")
     register_ale()
     settings = json.loads(args.settings)
     sides = args.sides.split(",")

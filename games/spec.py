@@ -62,6 +62,12 @@ GameArgs = Mapping[str, str]
 """A run's ``--game-arg`` settings, as the game receives them (``--key=value``)."""
 
 
+def pixels_observed(game_args: GameArgs) -> bool:
+    """True where a bundled game is seen through its camera (``--game-arg
+    observation=pixels``): its ``sees_pictures``."""
+    return game_args.get("observation") == "pixels"
+
+
 class Scorer(Protocol):
     """A game's settings as an evaluation plays them in-process (a frozen, hashable
     dataclass, so its baselines are measured once per process)."""

@@ -16,6 +16,7 @@ from games.spec import (
     GameEntry,
     PlayOptions,
     PlayResult,
+    pixels_observed,
 )
 
 WEB = Path(__file__).resolve().parent / "web"
@@ -127,5 +128,5 @@ ENTRY = GameEntry(
         ("observation", "glimpse"): {"learning_rate": 1e-3},
         ("observation", "pixels"): BUNDLED_CAMERA_TUNING,
     },
-    sees_pictures=lambda game_args: game_args.get("observation") == "pixels",
+    sees_pictures=pixels_observed,
 )

@@ -12,6 +12,7 @@ from games.spec import (
     GameEntry,
     PlayOptions,
     PlayResult,
+    pixels_observed,
 )
 from games.stroke.camera import OBSERVATIONS, compose_scope
 from games.stroke.scoring import StrokeSettings
@@ -73,5 +74,5 @@ ENTRY = GameEntry(
     train_defaults=BUNDLED_TUNING,
     # Its scope was measured with the general 64-step rollouts, as its numbers are.
     arg_defaults={("observation", "pixels"): {**BUNDLED_CAMERA_TUNING, "n_steps": 64}},
-    sees_pictures=lambda game_args: game_args.get("observation") == "pixels",
+    sees_pictures=pixels_observed,
 )
