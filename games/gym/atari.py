@@ -108,7 +108,7 @@ def needs_fire(env: gymnasium.Env[Any, Any]) -> bool:
 
 class LearnerRewards(gymnasium.Wrapper[Any, Any, Any, Any]):
     """Rewards clipped to their sign for the learner; the game's raw score summed over all
-    its lives and given, with its length in steps, on the step that ends the game."""
+    its lives and given on the step that ends the game (its length the monitor counts)."""
 
     def __init__(self, env: gymnasium.Env[Any, Any]) -> None:
         super().__init__(env)

@@ -176,7 +176,6 @@ class GameView(gymnasium.Wrapper[Any, Any, Any, Any]):
         else:
             self.parts = (_observation_part(None, inner_obs),)
             self.observation_space = self.parts[0].space
-        self.discrete_obs = isinstance(self.observation_space, spaces.Discrete)
         self._scale: tuple[np.ndarray, np.ndarray] | None = None
         self._action_start: np.ndarray | int = 0
         if isinstance(inner_action, spaces.Box):
