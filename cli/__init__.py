@@ -1,2 +1,3 @@
-"""The lander command line: the Typer app and the operations it drives (setup,
-tmux sessions, git, TensorBoard). Depends on ``training`` and ``game_bridge``."""
+"""The lander command line: the Typer app (``app.py``: only the wiring) over one package per
+command group, each over the ones below it: ``runs`` | ``bots``, ``serving``, ``machine``,
+``results`` (and git), ``common``. Depends on ``training``, ``games`` and ``game_bridge``."""

@@ -1,26 +1,22 @@
-"""The ``lander`` Typer app: the commands registered in the order ``--help`` lists them (each
-command is a function in the module of its group: ``*_commands.py``), and the entry point's
-last guard against a traceback."""
+"""The ``lander`` Typer app, only the wiring: the commands registered in the order ``--help``
+lists them, each a function in the ``commands`` module of its group's package (``cli/runs/``,
+``cli/bots/``, ``cli/serving/``, ``cli/machine/``, ``cli/results/``), and the entry point."""
 
 from __future__ import annotations
 
-import atexit
-import os
-import signal
-import sys
 from collections.abc import Callable
 from typing import Any
 
 import typer
 
-from cli import bot_commands as bots
-from cli import machine_commands as machine
-from cli import session_commands as sessions
-from cli import training_commands as training
-from cli.command_classes import LanderCommands, PanelledCommand, note_sigterm, terminating
-from cli.console import error_console
-from game_bridge.errors import LanderError
-from game_bridge.instance import interrupt_waits
+from cli.bots import commands as bots
+from cli.common.command_classes import LanderCommands, PanelledCommand
+from cli.common.endings import run_app
+from cli.machine import commands as machine
+from cli.results import commands as results
+from cli.runs import session_commands as sessions
+from cli.runs import training_commands as training
+from cli.serving import commands as serving
 
 app = typer.Typer(
     name="lander",
@@ -32,7 +28,7 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
-    # Plain help, grouped in panels by cli.command_classes: rich markup would eat
+    # Plain help, grouped in panels by cli.common.command_classes: rich markup would eat
     # "[default: ...]" and label every flag <bool>.
     rich_markup_mode=None,
     cls=LanderCommands,
@@ -46,7 +42,7 @@ def _root() -> None:
     A day with lander: `lander setup`, `lander train run01` (or `lander start run01` in tmux),
     `lander status`, and on another machine `git pull && lander play bots/run01.json`.
     """
-    from cli.git_sync import network_timeout_s
+    from cli.results.git_sync import network_timeout_s
 
     network_timeout_s()  # a bad LANDER_GIT_TIMEOUT is one line before any work
 
@@ -57,7 +53,7 @@ COMMANDS: list[tuple[str, Callable[..., Any]]] = [
     ("export", bots.export),
     ("eval", bots.evaluate),
     ("play", bots.play),
-    ("serve", bots.serve),
+    ("serve", serving.serve),
     ("record", bots.record),
     ("match", bots.match),
     ("ladder", bots.ladder),
@@ -72,110 +68,15 @@ COMMANDS: list[tuple[str, Callable[..., Any]]] = [
     ("prune", sessions.prune),
     ("clean", sessions.clean),
     ("attach", sessions.attach),
-    ("dashboard", machine.dashboard),
-    ("push", machine.push),
+    ("dashboard", serving.dashboard),
+    ("push", results.push),
 ]
 """Every command under its name, in the order of ``lander --help``."""
 for _name, _command in COMMANDS:
     app.command(_name, cls=PanelledCommand)(_command)
 
 
-TRAINING_STACK = frozenset(
-    ("torch", "stable_baselines3", "onnx", "onnxruntime", "onnxscript", "optuna")
-)
-"""What the light install leaves out (pyproject's ``train`` extra)."""
-
-
-class Terminated(BaseException):
-    """SIGTERM outside training (which handles it as a graceful stop): unwinds like an
-    error, so what is being set up (games being launched) is closed on the way out."""
-
-
-def _terminated(signum: int, _frame: object) -> None:
-    if terminating():
-        # Noted already and the command is ending on it: raised again it would cut the
-        # unwinding short, or be a traceback in the middle of its last line.
-        return
-    note_sigterm(signum)
-    # The exception below is lost if the signal lands where Python ignores exceptions
-    # (an at-fork hook while a game is being launched); every wait for a game then
-    # ends within a poll slice instead, and main() still reports the signal.
-    interrupt_waits()
-    raise Terminated
-
-
-def _quiet_when_terminated(unraisable: Any) -> None:
-    """A Terminated that Python had to drop (see :func:`_terminated`) is no error to show."""
-    if isinstance(unraisable.exc_value, Terminated):
-        return
-    sys.__unraisablehook__(unraisable)
-
-
-_LATE_SIGNALS: list[int] = []
-"""Signals that arrived once the command was done, while the process exits."""
-
-
-def _note_late(signum: int, _frame: object) -> None:
-    """While the process exits (atexit callbacks, torch's finalizers) a signal is noted, not
-    raised: raised there it is an 'Exception ignored' traceback, or lost."""
-    _LATE_SIGNALS.append(signum)
-
-
-def _exit_code_of_late_signals() -> None:
-    """The last atexit callback: a signal that arrived while the process was exiting gives
-    its exit code (130, 143), as one that arrived during the command does."""
-    if not _LATE_SIGNALS:
-        return
-    signum = _LATE_SIGNALS[0]
-    name = signal.Signals(signum).name
-    try:
-        error_console.print(f"[yellow]{name} while exiting[/]")
-        sys.stdout.flush()
-        sys.stderr.flush()
-    finally:
-        os._exit(128 + signum)
-
-
 def main() -> None:
-    """Console-script entry point.
-
-    User-facing errors end as one red line in :class:`~cli.command_classes.LanderCommands`;
-    here is the last guard against a traceback: a signal, a missing training stack, an
-    operating-system error that no command expected (a full disk, a vanished folder).
-    """
-    signal.signal(signal.SIGTERM, _terminated)
-    sys.unraisablehook = _quiet_when_terminated
-    atexit.register(_exit_code_of_late_signals)  # registered first: runs last
-    try:
-        _run()
-    finally:
-        for late in (signal.SIGINT, signal.SIGTERM):
-            signal.signal(late, _note_late)
-
-
-def _run() -> None:
-    """The app, each way it can end turned into one line and an exit code."""
-    try:
-        app()
-    except (Terminated, SystemExit, LanderError):
-        if not terminating():
-            raise
-        error_console.print("[yellow]terminated[/] (SIGTERM)")
-        sys.exit(128 + signal.SIGTERM)
-    except ModuleNotFoundError as exc:
-        if (exc.name or "").split(".")[0] not in TRAINING_STACK:
-            raise
-        error_console.print(
-            f"[bold red]error:[/] this needs the training stack ({exc.name} is not installed): "
-            "run ./lander setup, or any training command through ./lander, to install it",
-            soft_wrap=True,
-        )
-        sys.exit(1)
-    except KeyboardInterrupt:
-        # Ctrl-C before a trainer took over the signal (while games start, say).
-        error_console.print("[yellow]interrupted[/]")
-        sys.exit(130)
-    except OSError as exc:
-        where = f" ({exc.filename})" if exc.filename else ""
-        error_console.print(f"[bold red]error:[/] {exc.strerror or exc}{where}", soft_wrap=True)
-        sys.exit(1)
+    """Console-script entry point (``lander``, ``python -m cli``): the app, with every way it
+    can end made one line and an exit code (:func:`cli.common.endings.run_app`)."""
+    run_app(app)

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from cli.results import committed_champions
+from cli.results.records import committed_champions
 from tests.conftest import REPO_ROOT, SMALL, git, lander
 from training.campaigns.search_space import DEFAULT_SPACE, load_space
 from training.config import TrainConfig

@@ -19,7 +19,7 @@ from rich.console import Console
 from stable_baselines3 import PPO
 from stable_baselines3.common.vec_env import VecNormalize
 
-from cli.results import committed_champions
+from cli.results.records import committed_champions
 from game_bridge.bot_runner import BotFormatError, BotRunner
 from tests.conftest import LANDER, lander
 from training.bots import export as export_module

@@ -13,7 +13,7 @@ from pathlib import Path
 import libtmux
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-from cli.tmux_sessions import session_name, window_alive
+from cli.machine.tmux_sessions import session_name, window_alive
 from tests.conftest import find_free_port_block, lander, start_small, trainer_pids, wait_until
 from training.config import TrainConfig
 from training.session.health import HealthMonitor, RolloutStats

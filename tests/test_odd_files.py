@@ -151,7 +151,7 @@ def test_a_bots_file_ends_a_run_with_its_checkpoint_and_one_line(tmp_path: Path)
 def test_a_gitattributes_that_is_no_file_costs_nothing(tmp_path: Path) -> None:
     """Finding 6: a committed .gitattributes that is a link to /dev/zero (read to know
     whether checkpoints go to LFS) is taken as no LFS, not read until memory runs out."""
-    from cli.lfs import uses_lfs
+    from cli.results.lfs import uses_lfs
 
     _odd(tmp_path / ".gitattributes", "zero")
     assert uses_lfs(tmp_path) is False

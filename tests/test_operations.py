@@ -13,8 +13,8 @@ from pathlib import Path
 
 import libtmux
 
-from cli.dashboard import choose_page_port
-from cli.tmux_sessions import session_name, window_alive
+from cli.machine.tmux_sessions import session_name, window_alive
+from cli.serving.dashboard import choose_page_port
 from tests.conftest import (
     GIT_IDENTITY,
     LANDER,

@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 
 from cli import run_flow
 from cli.app import app
-from cli.train_flags import option_name
+from cli.common.train_flags import option_name
 from games import DEFAULT_GAME, game_entry
 from training.config import PICTURE_DEFAULTS, TUNED, TrainConfig
 from training.session.trainer import TrainRequest, plan_training

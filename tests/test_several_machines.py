@@ -19,10 +19,10 @@ from rich.console import Console
 from typer.testing import CliRunner
 
 from cli.app import app
-from cli.dashboard import choose_dashboard, serves_logs_of, tensorboard_command
-from cli.git_sync import push
-from cli.results import committed_champions
-from cli.status_table import champion_lines, status_table
+from cli.results.git_sync import push
+from cli.results.records import committed_champions
+from cli.runs.status_table import champion_lines, status_table
+from cli.serving.dashboard import choose_dashboard, serves_logs_of, tensorboard_command
 from tests.conftest import GIT_IDENTITY, REPO_ROOT, find_free_port_block, git, wait_until
 from training.runs.run_record import RunRecord
 

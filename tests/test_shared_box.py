@@ -13,7 +13,7 @@ from pathlib import Path
 
 import libtmux
 
-from cli.tmux_sessions import session_name, window_alive
+from cli.machine.tmux_sessions import session_name, window_alive
 from tests.conftest import (
     SMALL,
     background_trainer,

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from cli.git_sync import run_paths_to_stage
+from cli.results.git_sync import run_paths_to_stage
 from game_bridge.bot_runner import BotRunner
 from game_bridge.errors import ProtocolViolation
 from game_bridge.launcher import LaunchConfig

@@ -96,7 +96,7 @@ def test_start_trains_the_stroke_game_in_tmux_without_a_lander_page(
     page is served (the page flies the lander, not strokes)."""
     import libtmux
 
-    from cli.tmux_sessions import session_name
+    from cli.machine.tmux_sessions import session_name
     from tests.conftest import find_free_port_block, wait_until
 
     work, _ = checkout

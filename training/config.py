@@ -91,7 +91,7 @@ def setting(
 ) -> Any:
     """Declare one training setting: everything lander knows of it lives here. The
     command-line options of every training command are generated from these
-    declarations (``cli/train_flags.py``), :meth:`TrainConfig.validate` checks the
+    declarations (``cli/common/train_flags.py``), :meth:`TrainConfig.validate` checks the
     bounds, and a resume changes only the ``resumable`` ones.
 
     :param help: one line for ``--help``.

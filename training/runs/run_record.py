@@ -151,7 +151,7 @@ class RunExtras:
     other: dict[str, Any] = field(default_factory=dict)
     legacy_git: bool | None = field(default=None, repr=False)
     """``extra.git`` of a record written before ``.git/info/exclude`` alone said whether
-    git carries a run: read (``cli.publishing.in_git`` moves it there), never written."""
+    git carries a run: read (``cli.results.publishing.in_git`` moves it there), never written."""
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> RunExtras:

@@ -8,9 +8,11 @@ from typing import Annotated, Any
 
 import typer
 
-from cli.console import fail
-from cli.dashboard import DEFAULT_PAGE_PORT
+from cli.common.console import fail
 from games import GAME_NAMES, game_entry, is_game_name
+
+DEFAULT_PAGE_PORT = 6010
+"""Where a game's live page is served first (``play --web``, ``start``); a taken port moves on."""
 
 
 def game_option(help_text: str) -> Any:

@@ -1,6 +1,5 @@
-"""Operations on runs in tmux: start (or attach), resume, stop with a deadline,
-``lander push`` for whatever runs left unpushed, and ``lander prune`` of a finished
-run's intermediate checkpoints."""
+"""Operations on runs in tmux: start (or attach), resume, stop with a deadline, ``lander
+clean`` of ended sessions, and ``lander prune`` of a finished run's intermediate checkpoints."""
 
 from __future__ import annotations
 
@@ -9,24 +8,8 @@ import sys
 import time
 from pathlib import Path
 
-from cli.console import console, fail, how
-from cli.dashboard import (
-    DEFAULT_TB_HOST,
-    REMEMBERED,
-    choose_dashboard,
-    choose_page_port,
-    dashboard_url,
-    serves_logs_of,
-)
-from cli.git_sync import (
-    keep_out_of_git,
-    kept_out_names,
-    kept_out_of_git,
-    let_into_git,
-    run_paths_to_stage,
-)
-from cli.publishing import in_git, publish_files
-from cli.tmux_sessions import (
+from cli.common.console import console, fail, how
+from cli.machine.tmux_sessions import (
     TRAIN_WINDOW,
     attach,
     create_run_session,
@@ -37,12 +20,20 @@ from cli.tmux_sessions import (
     send_interrupt,
     session_name,
     start_dashboard,
-    stop_dashboards,
     train_output,
     train_window_alive,
     window_alive,
 )
-from cli.trainer_lock import holder
+from cli.results.git_sync import (
+    run_paths_to_stage,
+)
+from cli.results.publishing import in_git, publish_files
+from cli.runs.trainer_lock import holder
+from cli.serving.dashboard import (
+    choose_dashboard,
+    choose_page_port,
+    dashboard_url,
+)
 from training.evaluation.records import owns_run
 from training.runs.checkpoints import (
     is_valid_checkpoint,
@@ -50,7 +41,6 @@ from training.runs.checkpoints import (
     policy_loads,
     rotating_checkpoints,
 )
-from training.runs.local_state import read_local
 from training.runs.run_paths import RunPaths, unknown_run
 from training.runs.run_record import RunRecord, load_runs
 
@@ -197,66 +187,6 @@ def clean_sessions(root: Path) -> None:
             f"the dashboard ({', '.join(dashboards)}) serves no running run; "
             f"stop it with {how('dashboard --stop')}"
         )
-
-
-def stop_dashboard(root: Path) -> None:
-    """``lander dashboard --stop``: end this checkout's TensorBoard sessions in tmux."""
-    stopped = stop_dashboards(root)
-    if stopped:
-        console.print(f"stopped the dashboard: {', '.join(stopped)}")
-        return
-    remembered = read_local(root, REMEMBERED)
-    host, port = str(remembered.get("host") or DEFAULT_TB_HOST), remembered.get("port")
-    if isinstance(port, int) and serves_logs_of(root, host, port):
-        fail(
-            f"the dashboard on port {port} was not started by lander start (no tmux session): "
-            "stop it with Ctrl-C where it runs"
-        )
-    fail("no dashboard of this checkout is running")
-
-
-def _let_trial_in(root: Path, run: str, record: RunRecord) -> None:
-    """A trial of a ``--no-git`` sweep is kept out with all its sweep's trials: lift that,
-    and keep the other trials out one by one."""
-    sweep = record.extra.sweep
-    if sweep is None:
-        return
-    pattern = f"{sweep.get('name')}-t*"
-    trials = [path.parent.name for path in (root / "checkpoints").glob(f"{pattern}/run.json")]
-    names = kept_out_names(root)
-    kept = [trial for trial in trials if trial != run and kept_out_of_git(root, trial, names)]
-    if not let_into_git(root, pattern):
-        return
-    for trial in kept:
-        keep_out_of_git(root, trial)
-
-
-def push_runs(root: Path, run: str | None = None) -> None:
-    """``lander push``: commit and push every run meant for git that is not pushed yet;
-    ``lander push RUN`` publishes that one run, even one trained with ``--no-git``."""
-    if run is not None:
-        paths = RunPaths(root, run)
-        if not paths.exists():
-            fail(unknown_run(root, run))
-        if let_into_git(root, run) or not in_git(paths):
-            _let_trial_in(root, run, RunRecord.load(paths.run_json))
-            console.print(f"run {run}: no longer kept out of git")
-        runs = [run]
-    else:
-        records = load_runs(root)
-        every = [record.run for record in records]
-        names = kept_out_names(root)
-        runs = [r.run for r in records if in_git(RunPaths(root, r.run), r, names)]
-        kept_out = sorted(set(every) - set(runs))
-        if kept_out:
-            console.print(
-                f"kept out of git (--no-git): {', '.join(kept_out)}; publish one with: {how('push RUN')}"
-            )
-    stage = sorted({p for name in runs for p in run_paths_to_stage(RunPaths(root, name))})
-    message = f"lander push: results of {', '.join(runs) or 'no runs'}"
-    result = publish_files(root, stage, message, warn_on_failure=False)
-    if not result.pushed:
-        fail(result.message)
 
 
 def prune_run(root: Path, run: str) -> None:

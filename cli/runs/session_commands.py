@@ -9,9 +9,9 @@ from typing import Annotated, Any
 
 import typer
 
-from cli import train_flags as flags
-from cli.console import console, fail
-from cli.options import (
+from cli.common import train_flags as flags
+from cli.common.console import console, fail
+from cli.common.options import (
     RunName,
     TbHost,
     TbPort,
@@ -19,7 +19,7 @@ from cli.options import (
     has_page,
     valid_run,
 )
-from cli.paths import project_root
+from cli.common.paths import project_root
 from games import DEFAULT_GAME
 from training.config import TrainConfig
 
@@ -71,8 +71,8 @@ def start(
 
     Takes every option of `lander train`, e.g. `lander start run03 --timesteps 20000000 --n-parallel 14`.
     """
-    from cli.operations import start_in_tmux
-    from cli.tmux_sessions import TRAIN_WINDOW, find_session, window_alive
+    from cli.machine.tmux_sessions import TRAIN_WINDOW, find_session, window_alive
+    from cli.runs.operations import start_in_tmux
 
     valid_run(run)
     settings = settings or {}
@@ -146,7 +146,7 @@ def resume(
 
     Example: `lander resume run03 --as run04 --ent-coef 0.001 --reset-std 0.3`. Settings not
     given keep the resumed run's values (the defaults shown are a new run's)."""
-    from cli.operations import newest_run, start_in_tmux
+    from cli.runs.operations import newest_run, start_in_tmux
 
     root = project_root()
     source = run or newest_run(root)
@@ -169,7 +169,7 @@ def stop(
     ] = 300.0,
 ) -> None:
     """Stop RUN gracefully: Ctrl-C, then wait for the final checkpoint, the export and the push."""
-    from cli.operations import stop_run
+    from cli.runs.operations import stop_run
 
     stop_run(project_root(), valid_run(run), timeout)
 
@@ -180,8 +180,8 @@ def status(
     ] = False,
 ) -> None:
     """A table of runs: state, steps, fps, reward, last checkpoint, best evaluation, pushed or not."""
-    from cli.results import committed_records
-    from cli.status_table import (
+    from cli.results.records import committed_records
+    from cli.runs.status_table import (
         SHOWN_RUNS,
         champion_lines,
         cluster_lines,
@@ -205,14 +205,14 @@ def prune(
 ) -> None:
     """Drop a finished run's intermediate checkpoints (commit and push the removal), keeping
     final.zip, its bots, records and logs: the repository's next clones stay light."""
-    from cli.operations import prune_run
+    from cli.runs.operations import prune_run
 
     prune_run(project_root(), valid_run(run))
 
 
 def clean() -> None:
     """Remove the tmux sessions of runs that have ended (and of dashboards that exited)."""
-    from cli.operations import clean_sessions
+    from cli.runs.operations import clean_sessions
 
     clean_sessions(project_root())
 
@@ -223,8 +223,8 @@ def attach(
     ],
 ) -> None:
     """Attach this terminal to RUN's tmux session (detach with Ctrl-b d)."""
-    from cli.tmux_sessions import attach as attach_session
-    from cli.tmux_sessions import find_session
+    from cli.machine.tmux_sessions import attach as attach_session
+    from cli.machine.tmux_sessions import find_session
 
     session = find_session(project_root(), valid_run(run))
     if session is None:

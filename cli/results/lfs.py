@@ -13,7 +13,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from cli.git_sync import open_repo
+from cli.results.git_sync import open_repo
 from game_bridge.errors import LanderError
 from game_bridge.file_input import read_bounded
 

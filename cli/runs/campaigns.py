@@ -7,17 +7,17 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from cli.console import console, fail
-from cli.git_sync import (
+from cli.common.console import console, fail
+from cli.machine.setup import with_remembered_game
+from cli.results.git_sync import (
     current_commit,
     keep_out_of_git,
     let_into_git,
     run_paths_to_stage,
 )
-from cli.operations import newest_run
-from cli.publishing import publish_files
-from cli.run_flow import checkout_session, git_choice, train_session
-from cli.setup import with_remembered_game
+from cli.results.publishing import publish_files
+from cli.runs.operations import newest_run
+from cli.runs.run_flow import checkout_session, git_choice, train_session
 from training.campaigns.curriculum import Stage, load_plan, run_plan
 from training.campaigns.search_space import load_space
 from training.campaigns.sweep import run_sweep

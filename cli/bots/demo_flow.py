@@ -8,8 +8,8 @@ from typing import Any
 
 import numpy as np
 
-from cli.bot_flow import bot_path, checkout_game_for
-from cli.console import console, fail
+from cli.bots.bot_flow import bot_path, checkout_game_for
+from cli.common.console import console, fail
 from game_bridge.bot_runner import BotRunner
 from game_bridge.launcher import LaunchConfig
 from games import game_entry

@@ -15,7 +15,7 @@ def project_root() -> Path:
     override = os.environ.get("LANDER_HOME")
     if override:
         return Path(override).resolve()
-    return Path(__file__).resolve().parent.parent
+    return Path(__file__).resolve().parents[2]
 
 
 def build_dir(root: Path) -> Path:

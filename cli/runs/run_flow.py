@@ -19,19 +19,19 @@ from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING, Any
 
-from cli.command_classes import note_sigterm
-from cli.console import console, error_console, how
-from cli.git_sync import (
+from cli.common.command_classes import note_sigterm
+from cli.common.console import console, error_console, how
+from cli.machine.setup import with_remembered_game
+from cli.results.git_sync import (
     current_commit,
     keep_out_of_git,
     let_into_git,
     pull,
     run_paths_to_stage,
 )
-from cli.publishing import in_git, publish_files
-from cli.results import committed_champions
-from cli.setup import with_remembered_game
-from cli.trainer_lock import TrainerLock
+from cli.results.publishing import in_git, publish_files
+from cli.results.records import committed_champions
+from cli.runs.trainer_lock import TrainerLock
 from training.bots.run_bots import evaluate_target, export_run, export_sides, run_target
 from training.errors import ExportError
 from training.evaluation.records import game_name, record_evaluation
@@ -224,7 +224,7 @@ def kill_descendants() -> None:
 
 def mark_git_use(request: TrainRequest, use_git: bool) -> None:
     """Say whether git carries the run where that is said, once (``.git/info/exclude``,
-    :func:`cli.publishing.in_git`): a ``--no-git`` run's files are kept out of git in this
+    :func:`cli.results.publishing.in_git`): a ``--no-git`` run's files are kept out of git in this
     checkout; a git session of a run trained before with ``--no-git`` lets them in again."""
     paths = request.paths
     if use_git:

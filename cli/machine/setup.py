@@ -22,11 +22,11 @@ from typing import Any
 
 from rich.table import Table
 
-from cli.console import console
-from cli.git_sync import open_repo
-from cli.lfs import ATTRIBUTES, LfsError, enable_lfs, uses_lfs, write_attributes
-from cli.paths import GAME_SETTINGS_NAME, build_dir, game_binary_path, remembered_game_bin
-from cli.publishing import publish_files
+from cli.common.console import console
+from cli.common.paths import GAME_SETTINGS_NAME, build_dir, game_binary_path, remembered_game_bin
+from cli.results.git_sync import open_repo
+from cli.results.lfs import ATTRIBUTES, LfsError, enable_lfs, uses_lfs, write_attributes
+from cli.results.publishing import publish_files
 from game_bridge.errors import BridgeError
 from game_bridge.launcher import game_command
 from game_bridge.smoke import run_smoke_test

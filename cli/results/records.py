@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from cli.git_sync import tracked
+from cli.results.git_sync import tracked
 from training.evaluation.records import (
     EvalRecord,
     champions,

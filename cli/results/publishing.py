@@ -11,8 +11,8 @@ from pathlib import Path
 
 import git
 
-from cli.console import console
-from cli.git_sync import PushResult, commit_paths, keep_out_of_git, kept_out_of_git, push
+from cli.common.console import console
+from cli.results.git_sync import PushResult, commit_paths, keep_out_of_git, kept_out_of_git, push
 from training.runs.run_paths import RunPaths
 from training.runs.run_record import RunRecord
 
@@ -25,7 +25,7 @@ def in_git(
     before then that says ``git: false`` is moved there on the way.
 
     :param record: the run's record, when the caller has read it.
-    :param kept_out: :func:`cli.git_sync.kept_out_names`, when the caller has read it.
+    :param kept_out: :func:`cli.results.git_sync.kept_out_names`, when the caller has read it.
     """
     if kept_out_of_git(paths.root, paths.run, kept_out):
         return False

@@ -1,5 +1,5 @@
-"""Commands about bots: ``export``, ``eval``, ``play``, ``serve``, ``record``, ``match``,
-``ladder`` (the light install runs ``eval`` and ``play`` of a bot file without torch)."""
+"""Commands about bots: ``export``, ``eval``, ``play``, ``record``, ``match``, ``ladder`` (the
+light install runs ``eval`` and ``play`` of a bot file without torch)."""
 
 from __future__ import annotations
 
@@ -8,14 +8,14 @@ from typing import Annotated
 
 import typer
 
-from cli import train_flags as flags
-from cli.console import fail
-from cli.dashboard import DEFAULT_PAGE_PORT
-from cli.options import (
+from cli.common import train_flags as flags
+from cli.common.console import fail
+from cli.common.options import (
+    DEFAULT_PAGE_PORT,
     check_game,
     game_option,
 )
-from cli.paths import project_root
+from cli.common.paths import project_root
 from game_bridge import TRANSPORTS
 from game_bridge.protocol import DEFAULT_PORT
 from games import BUNDLED_GAMES, DEFAULT_GAME, game_entry
@@ -42,7 +42,7 @@ def export(
     ] = 40,
 ) -> None:
     """Write bots/RUN.json and bots/RUN.onnx, after proving both give the model's actions."""
-    from cli.bot_flow import export_and_report
+    from cli.bots.bot_flow import export_and_report
 
     export_and_report(project_root(), run, checkpoint, tiers, games)
 
@@ -91,7 +91,7 @@ def evaluate(
 
     The record goes with the run when this checkout trained it; otherwise it stays in the
     untracked .lander/evaluations.jsonl unless --publish."""
-    from cli.bot_flow import evaluate_and_report
+    from cli.bots.bot_flow import evaluate_and_report
 
     check_game(game)
     if transport is not None and transport not in TRANSPORTS:
@@ -145,36 +145,13 @@ def play(
     """Watch a bot fly the bundled game (or --game-bin) in the terminal, without torch; record
     it; or, with --web, in a browser after your cursor."""
     if web:
-        from cli.bot_flow import serve_web_page
+        from cli.bots.bot_flow import serve_web_page
 
         serve_web_page(project_root(), bot, host, web_port, record_demo)
         return
-    from cli.bot_flow import play_and_report
+    from cli.bots.bot_flow import play_and_report
 
     play_and_report(project_root(), bot, record, agents, seconds, seed, speed, game_bin, port)
-
-
-def serve(
-    game: Annotated[
-        str, typer.Argument(metavar="|".join(BUNDLED_GAMES), help="The bundled game to serve.")
-    ] = DEFAULT_GAME,
-    port: Annotated[int, typer.Option(help="TCP port of the server.")] = 8000,
-    host: Annotated[
-        str, typer.Option(help="The address to serve on (0.0.0.0 for the LAN or a container).")
-    ] = "127.0.0.1",
-    max_sessions: Annotated[
-        int, typer.Option(help="Sessions (environments) at once; one more is refused.")
-    ] = 8,
-    game_arg: Annotated[
-        list[str] | None,
-        typer.Option("--game-arg", metavar="KEY=VALUE", help="A setting of the game."),
-    ] = None,
-) -> None:
-    """Serve a bundled game as an OpenEnv environment (WebSocket sessions at /ws, /schema,
-    /health), for OpenEnv's clients and `lander train --game-url` (docs/openenv.md)."""
-    from cli.serving import serve_game
-
-    serve_game(game, flags.parse_game_args(game_arg), host, port, max_sessions)
 
 
 def record(
@@ -212,7 +189,7 @@ def record(
 ) -> None:
     """Record a bot, a run or the game's reference controller playing through the real
     bridge, as a demo file for `lander train RUN --demos FILE` (docs/demos.md)."""
-    from cli.demo_flow import record_and_report
+    from cli.bots.demo_flow import record_and_report
 
     check_game(game)
     record_and_report(
@@ -238,7 +215,7 @@ def match(
 ) -> None:
     """Play bot A against bot B on a game with sides (the real game, through the bridge):
     wins, draws, losses, A's score with its 95% interval and the Elo difference."""
-    from cli.bot_flow import match_and_report
+    from cli.bots.bot_flow import match_and_report
 
     check_game(game)
     match_and_report(project_root(), first, second, games, game, game_bin, port, seed)
@@ -254,7 +231,7 @@ def ladder(
 ) -> None:
     """A round robin of the committed bots of one game with sides, and their ratings
     (derived on demand, like the champion; the matches stay this checkout's own)."""
-    from cli.bot_flow import ladder_and_report
+    from cli.bots.bot_flow import ladder_and_report
 
     check_game(game)
     if games < 2:

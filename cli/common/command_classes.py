@@ -13,7 +13,7 @@ import typer
 from typer._click.exceptions import NoSuchOption  # Typer's vendored click: no public name
 from typer.core import TyperCommand, TyperGroup
 
-from cli.console import error_console
+from cli.common.console import error_console
 from game_bridge.errors import LanderError
 
 OWN_OPTIONS = "Options"

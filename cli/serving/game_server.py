@@ -12,7 +12,7 @@ import asyncio
 import errno
 from typing import Any
 
-from cli.console import console, fail
+from cli.common.console import console, fail
 from game_bridge.openenv_server import OpenEnvServer, ServeError
 from games import BUNDLED_GAMES, gym_env_factory
 from training.config import ConfigError, check_bundled_game_args

@@ -20,9 +20,9 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-from cli.console import console
-from cli.tmux_sessions import lander_command
-from cli.train_flags import session_argv, settings_argv
+from cli.common.console import console
+from cli.common.train_flags import session_argv, settings_argv
+from cli.machine.tmux_sessions import lander_command
 from training.runs.run_paths import RunPaths
 from training.runs.run_record import RunRecord, now_iso
 

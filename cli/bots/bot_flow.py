@@ -11,11 +11,11 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from cli.console import console, fail, how
-from cli.git_sync import current_commit
-from cli.paths import remembered_game_bin
-from cli.publishing import in_git, publish_files
-from cli.results import committed_champions
+from cli.common.console import console, fail, how
+from cli.common.paths import remembered_game_bin
+from cli.results.git_sync import current_commit
+from cli.results.publishing import in_git, publish_files
+from cli.results.records import committed_champions
 from game_bridge.bot_runner import BotRunner
 from game_bridge.errors import LanderError
 from game_bridge.file_input import not_a_file
@@ -275,8 +275,8 @@ def serve_web_page(
     records there to ``record_demo``)."""
     import time
 
-    from cli.serving import check_address
-    from cli.web_page import serve_page
+    from cli.serving.game_server import check_address
+    from cli.serving.web_page import serve_page
 
     check_address(host, port, "--web-port")
     as_file = Path(target)
@@ -436,7 +436,7 @@ def ladder_and_report(root: Path, game: str, rounds: int, port: int) -> None:
 
     from rich.table import Table
 
-    from cli.git_sync import tracked
+    from cli.results.git_sync import tracked
     from training.evaluation.matches import ladder_ratings
     from training.runs.local_state import local_matches_path
     from training.runs.run_record import now_iso

@@ -8,14 +8,14 @@ from typing import Annotated, Any
 
 import typer
 
-from cli import train_flags as flags
-from cli.console import console, fail
-from cli.options import (
+from cli.common import train_flags as flags
+from cli.common.console import console, fail
+from cli.common.options import (
     RunName,
     valid_run,
     with_config_file,
 )
-from cli.paths import project_root
+from cli.common.paths import project_root
 from training.config import TUNED
 
 
@@ -34,14 +34,14 @@ def train(
 ) -> None:
     """Train RUN in the foreground: PPO against the games, checkpoints, final save on Ctrl-C."""
     if auto_resume:
-        from cli.supervisor import Session, supervise
+        from cli.runs.supervisor import Session, supervise
 
         valid_run(run)
         session = Session(
             run, settings or {}, config, resume, reset_std, force, git, tuple(demos or ())
         )
         raise typer.Exit(supervise(project_root(), session))
-    from cli.run_flow import run_training
+    from cli.runs.run_flow import run_training
     from training.session.planning import TrainRequest
 
     request = TrainRequest(
@@ -92,7 +92,7 @@ def sweep(
 ) -> None:
     """Search training settings with Optuna (TPE, median pruning; no pruning on a cluster);
     the options below are every trial's settings outside the search space."""
-    from cli.campaigns import sweep as run
+    from cli.runs.campaigns import sweep as run
 
     valid_run(name)
     overrides = with_config_file(config, settings or {})
@@ -122,7 +122,7 @@ def next_(
     settings: dict[str, Any] | None = None,
 ) -> None:
     """Train the next run (run03 -> run04) from the previous run's final model."""
-    from cli.campaigns import next_run
+    from cli.runs.campaigns import next_run
 
     source = valid_run(from_run) if from_run else None
     overrides = with_config_file(config, settings or {})
@@ -139,7 +139,7 @@ def curriculum(
     git: flags.Git = None,
 ) -> None:
     """Run a curriculum: stages in order, each resuming from the one before; stops at a failed stage."""
-    from cli.campaigns import curriculum as run
+    from cli.runs.campaigns import curriculum as run
 
     raise typer.Exit(run(project_root(), plan, git is not False))
 

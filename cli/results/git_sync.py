@@ -18,7 +18,7 @@ from pathlib import Path
 
 import git
 
-from cli.console import how
+from cli.common.console import how
 from game_bridge.errors import LanderError
 from game_bridge.orphans import die_with_this_process
 from training.config import ConfigError

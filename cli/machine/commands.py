@@ -1,20 +1,14 @@
-"""Commands about this machine and its checkout: ``setup``, ``dashboard``, ``push``."""
+"""The command that readies this machine and its checkout: ``setup``."""
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from cli.console import console, fail
-from cli.options import (
-    TbHost,
-    TbPort,
-    valid_run,
-)
-from cli.paths import project_root
+from cli.common.console import console, fail
+from cli.common.paths import project_root
 from game_bridge.protocol import DEFAULT_PORT
 
 
@@ -56,47 +50,10 @@ def setup(
 ) -> None:
     """Check and fix this machine: Python, venv, torch (CUDA on a GPU), tmux, git, TensorBoard,
     the game binary and a headless smoke test. Safe to re-run."""
-    from cli.setup import run_setup
+    from cli.machine.setup import run_setup
 
     results = run_setup(project_root(), game_bin, port, cluster, dev, lfs)
     failed = [result.name for result in results if not result.ok and not result.warning]
     if failed:
         fail(f"setup incomplete: {', '.join(failed)} failed (see above)")
     console.print("[green]setup complete[/]")
-
-
-def dashboard(
-    host: TbHost = None,
-    port: TbPort = None,
-    stop_it: Annotated[
-        bool,
-        typer.Option("--stop", help="Stop this checkout's TensorBoard that `start` left in tmux."),
-    ] = False,
-) -> None:
-    """Serve TensorBoard over logs/ in the foreground (every run's curves); if this
-    checkout's dashboard already runs, print its address instead."""
-    from cli.dashboard import choose_dashboard
-
-    if stop_it:
-        from cli.operations import stop_dashboard
-
-        stop_dashboard(project_root())
-        return
-    choice = choose_dashboard(project_root(), host, port)
-    console.print(f"dashboard: {choice.url}  ({choice.note})")
-    if choice.command is not None:
-        os.execv(choice.command[0], choice.command)
-
-
-def push(
-    run: Annotated[
-        str | None,
-        typer.Argument(
-            metavar="RUN", help="Publish this run only, even one trained with --no-git."
-        ),
-    ] = None,
-) -> None:
-    """Commit and push every run left unpushed (runs trained with --no-git stay out unless named)."""
-    from cli.operations import push_runs
-
-    push_runs(project_root(), valid_run(run) if run else None)

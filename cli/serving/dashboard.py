@@ -12,6 +12,9 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
+from cli.common.console import console, fail
+from cli.common.options import DEFAULT_PAGE_PORT
+from cli.machine.tmux_sessions import stop_dashboards
 from game_bridge.errors import LanderError
 from training.runs.local_state import read_local, write_local
 
@@ -21,7 +24,6 @@ PORTS_TO_TRY = 20
 """How many ports after the chosen one ``start`` tries when it is taken."""
 REMEMBERED = "dashboard.json"
 PAGE_REMEMBERED = "page.json"
-DEFAULT_PAGE_PORT = 6010
 
 
 def tensorboard_command(root: Path, host: str, port: int) -> list[str]:
@@ -198,3 +200,19 @@ def dashboard_url(host: str, port: int) -> str:
     """The URL to open: the LAN address when serving on all interfaces."""
     shown = lan_address() if host in ("0.0.0.0", "", "::") else host
     return f"http://{shown}:{port}/"
+
+
+def stop_dashboard(root: Path) -> None:
+    """``lander dashboard --stop``: end this checkout's TensorBoard sessions in tmux."""
+    stopped = stop_dashboards(root)
+    if stopped:
+        console.print(f"stopped the dashboard: {', '.join(stopped)}")
+        return
+    remembered = read_local(root, REMEMBERED)
+    host, port = str(remembered.get("host") or DEFAULT_TB_HOST), remembered.get("port")
+    if isinstance(port, int) and serves_logs_of(root, host, port):
+        fail(
+            f"the dashboard on port {port} was not started by lander start (no tmux session): "
+            "stop it with Ctrl-C where it runs"
+        )
+    fail("no dashboard of this checkout is running")

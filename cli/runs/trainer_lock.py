@@ -19,7 +19,7 @@ import json
 import socket
 from pathlib import Path
 
-from cli.console import how
+from cli.common.console import how
 from game_bridge.errors import LanderError
 
 PROC_UNIX = Path("/proc/net/unix")

@@ -11,11 +11,11 @@ from typing import Any
 from rich.markup import escape
 from rich.table import Table
 
-from cli.git_sync import PushStates
-from cli.publishing import in_git
-from cli.results import checkout_records, committed_champions, committed_records
-from cli.tmux_sessions import train_window_alive
-from cli.trainer_lock import holder
+from cli.machine.tmux_sessions import train_window_alive
+from cli.results.git_sync import PushStates
+from cli.results.publishing import in_git
+from cli.results.records import checkout_records, committed_champions, committed_records
+from cli.runs.trainer_lock import holder
 from training.evaluation.ratings import LEARNER
 from training.evaluation.records import EvalRecord, best_by_run, champions, inside_checkout
 from training.runs.live_progress import LiveProgress, read_live_progress
