@@ -61,12 +61,12 @@ def bc_alone(demo: Path, game: str, game_args: dict[str, str], epochs: int) -> f
     from training.demos.files import load_demos
     from training.envs.environments import make_vec_env
     from training.evaluation.scoring import evaluate_in_process, game_settings, model_policy
-    from training.session.trainer import _build_model
+    from training.session.model_builder import make_ppo_model
 
     config = TrainConfig(game=game, game_args=game_args, in_process=True, bc_epochs=epochs)
     env = make_vec_env(config)
     try:
-        model = _build_model(config, env, None, None)
+        model = make_ppo_model(config, env, None, None)
         clone_behaviour(model, [load_demos(demo)], epochs, config.seed)
         settings = game_settings(game, game_args)
         return evaluate_in_process(model_policy(model), 50, 1000, settings).normalized_score

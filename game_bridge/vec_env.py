@@ -16,10 +16,11 @@ import numpy as np
 from stable_baselines3.common.vec_env.base_vec_env import VecEnv, VecEnvObs, VecEnvStepReturn
 
 from game_bridge import protocol
+from game_bridge.codecs import ActionCodec, ObservationCodec, PaddedCodec
 from game_bridge.errors import BridgeError, Interrupted, ProtocolViolation
 from game_bridge.instance import GameInstance
 from game_bridge.launcher import LaunchConfig, close_instances, discard_output, launch_instances
-from game_bridge.spaces import ActionCodec, EnvInfo, ObservationCodec, PaddedCodec
+from game_bridge.spaces import EnvInfo
 
 _NUMBER_TYPES = frozenset((int, float))
 """What a JSON reward may parse to (``true`` parses to bool, a subclass of int)."""

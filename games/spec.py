@@ -29,7 +29,7 @@ BUNDLED_TUNING: dict[str, Any] = {
 }
 """The settings lander's own games were tuned and measured with (time to reward 200 on the
 lander, the stroke and duel tests' scores), which they keep in their ``train_defaults``:
-the general defaults (training/config.py) are chosen for games nobody tuned lander for."""
+the general defaults (training/config/settings.py) are chosen for games nobody tuned lander for."""
 
 BUNDLED_CAMERA_TUNING: dict[str, Any] = {
     "camera_encoder": "centroids",
@@ -195,7 +195,7 @@ class GameEntry:
     check_args: Callable[[GameArgs], None] | None = None
     sees_pictures: Callable[[GameArgs], bool] = lambda _game_args: False
     """Whether the game sends a camera key with these ``--game-arg`` settings: a new run
-    then starts from the defaults for pictures (training/config.py ``PICTURE_DEFAULTS``),
+    then starts from the defaults for pictures (training/config/defaults.py ``PICTURE_DEFAULTS``),
     under the game's own ``train_defaults`` and ``arg_defaults``."""
     page_plays: Callable[[GameArgs], bool] = lambda _game_args: True
     """Whether the web page plays a bot of these ``--game-arg`` settings (the duel's page

@@ -14,8 +14,9 @@ from gymnasium import spaces
 
 from game_bridge import protocol
 from game_bridge.bot_runner import BotRunner
+from game_bridge.codecs import ObservationCodec
 from game_bridge.protocol import GAME_OVER, SCORE
-from game_bridge.spaces import ObservationCodec, parse_env_info
+from game_bridge.spaces import parse_env_info
 from games.gym import atari
 from games.gym.client import GymGame
 from games.gym.view import IMAGE_KEY, GameView, make_view
@@ -226,7 +227,8 @@ def test_every_camera_encoder_exports_with_parity_once_trained(
     tolerance, not a camera's looser one."""
     from stable_baselines3.common.vec_env import DummyVecEnv
 
-    from training.bots.export import CONTINUOUS_TOLERANCE, export_policy
+    from training.bots.export import export_policy
+    from training.bots.parity import CONTINUOUS_TOLERANCE
     from training.ppo.camera_policy import camera_policy_kwargs
     from training.ppo.lean_ppo import LeanPPO
 

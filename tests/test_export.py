@@ -23,7 +23,8 @@ from cli.results.records import committed_champions
 from game_bridge.bot_runner import BotFormatError, BotRunner
 from tests.conftest import LANDER, lander
 from training.bots import export as export_module
-from training.bots.export import ExportError, decisive, export_policy
+from training.bots.export import ExportError, export_policy
+from training.bots.parity import compare_actions, decisive
 from training.bots.run_bots import bot_target, evaluate_target, run_target
 from training.config import TrainConfig
 from training.envs.environments import make_vec_env
@@ -127,10 +128,10 @@ def test_parity_allows_float32_rounding_in_proportion_to_large_actions() -> None
     """A raw action of 300 rounds at about 3e-5 in float32: within parity; an error of
     0.01 is not, and actions of size 1 keep the 1e-5 bound."""
     large = np.full((4, 2), 300.0)
-    assert export_module._compare(large, large + 3e-5, None).passed(discrete=False)
-    assert not export_module._compare(large, large + 1e-2, None).passed(discrete=False)
+    assert compare_actions(large, large + 3e-5, None).passed(discrete=False)
+    assert not compare_actions(large, large + 1e-2, None).passed(discrete=False)
     small = np.full((4, 2), 0.5)
-    assert not export_module._compare(small, small + 3e-5, None).passed(discrete=False)
+    assert not compare_actions(small, small + 3e-5, None).passed(discrete=False)
 
 
 def test_bot_runner_needs_no_torch() -> None:

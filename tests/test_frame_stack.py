@@ -20,7 +20,7 @@ from games.lander.camera import CAMERA_KEY, FRAME_SHAPE, camera_frames
 from games.lander.physics import LanderPhysics
 from tests.conftest import lander, lander_games
 from tests.plugin_decode import PluginInference
-from training.config import ConfigError, TrainConfig
+from training.config import ConfigError, TrainConfig, check_config
 from training.envs.environments import CameraFrameStack
 from training.ppo.inference import load_for_inference
 
@@ -129,7 +129,7 @@ def test_frame_stacking_needs_a_camera(tmp_path: Path) -> None:
     assert "--frame-stack stacks camera frames" in refused.stderr
     assert "Traceback" not in refused.stderr
     with pytest.raises(ConfigError, match="other sides' snapshots play single frames"):
-        TrainConfig(self_play=True, frame_stack=2).validate()
+        check_config(TrainConfig(self_play=True, frame_stack=2))
 
 
 def test_a_bot_file_says_how_many_frames_each_camera_key_stacks() -> None:

@@ -114,7 +114,7 @@ def test_a_game_gymnasium_cannot_serve_is_one_line(
 
 
 def test_the_export_proves_parity_on_observations_the_run_saw(tmp_path: Path) -> None:
-    from training.bots.export import _parity_observations
+    from training.bots.parity import parity_observations
     from training.ppo.inference import load_for_inference
 
     trained = lander(
@@ -124,7 +124,7 @@ def test_the_export_proves_parity_on_observations_the_run_saw(tmp_path: Path) ->
     assert trained.returncode == 0, trained.stdout + trained.stderr
     model, normalizer = load_for_inference(tmp_path / "checkpoints" / "moon" / "final.zip")
     assert normalizer is not None and normalizer.norm_obs
-    samples = _parity_observations(model, normalizer, 4000, 0)
+    samples = parity_observations(model, normalizer, 4000, 0)
     seen = samples[:3000]
     mean = np.asarray(normalizer.obs_rms.mean)
     spread = np.sqrt(np.asarray(normalizer.obs_rms.var))

@@ -193,10 +193,10 @@ def test_a_run_never_imports_torch_dynamo(tmp_path: Path) -> None:
         "from training.config import TrainConfig\n"
         "from training.envs.environments import make_vec_env\n"
         "from training.ppo.inference import load_for_inference\n"
-        "from training.session.trainer import _build_model\n"
+        "from training.session.model_builder import make_ppo_model\n"
         "config = TrainConfig(in_process=True, n_parallel=1, agents_per_instance=2, n_steps=32)\n"
         "env = make_vec_env(config)\n"
-        "model = _build_model(config, env, None, None)\n"
+        "model = make_ppo_model(config, env, None, None)\n"
         "model.learn(128)\n"
         f"model.save({str(tmp_path / 'm.zip')!r})\n"
         f"load_for_inference(Path({str(tmp_path / 'm.zip')!r}))\n"
@@ -273,15 +273,15 @@ def test_minibatches_fit_every_rollout(recwarn: pytest.WarningsRecorder) -> None
     """A game with few agents gets whole minibatches and no truncated-minibatch warning."""
     from training.config import TrainConfig
     from training.envs.environments import make_vec_env
-    from training.session.trainer import _build_model
+    from training.session.model_builder import make_ppo_model
 
     config = TrainConfig(in_process=True, n_parallel=2, agents_per_instance=2, n_steps=48)
     env = make_vec_env(config)
-    model = _build_model(config, env, None, None)
+    model = make_ppo_model(config, env, None, None)
     assert model.batch_size == 48  # 192 samples in 4 minibatches
     assert not [w for w in recwarn if "mini-batch" in str(w.message)]
     config.batch_size = 100
-    assert _build_model(config, env, None, None).batch_size == 100  # given: kept
+    assert make_ppo_model(config, env, None, None).batch_size == 100  # given: kept
     env.close()
 
 

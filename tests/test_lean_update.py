@@ -287,15 +287,15 @@ def test_each_session_takes_its_adaptive_kl_and_starts_from_its_learning_rate() 
     """A resume is where a user turns the adaptive step on (a long run that collapses) or
     off, and where it starts again from --learning-rate."""
     from training.config import TrainConfig
-    from training.session.trainer import _with_collector
+    from training.session.model_builder import with_collector
 
     model = _model(discrete=True)
     model.adaptive_lr = 1e-4
-    _with_collector(model, TrainConfig(adaptive_kl=0.03))
+    with_collector(model, TrainConfig(adaptive_kl=0.03))
     assert model.desired_kl == 0.03 and model.adaptive_lr is None
-    _with_collector(model, TrainConfig())
+    with_collector(model, TrainConfig())
     assert model.desired_kl == 0.01  # the general default
-    _with_collector(model, TrainConfig(adaptive_kl=0.0))
+    with_collector(model, TrainConfig(adaptive_kl=0.0))
     assert model.desired_kl is None  # 0: a constant step (the bundled games' own)
 
 
@@ -304,17 +304,17 @@ def test_max_std_holds_the_action_std_and_each_session_takes_it() -> None:
     unbounded run grows past 1; with max_std 1 it is held at or under 1 after every update
     (numpy and SB3 updates alike), and a session sets or clears it."""
     from training.config import TrainConfig
-    from training.session.trainer import _with_collector
+    from training.session.model_builder import with_collector
 
     free = _model(discrete=False, ent_coef=0.5)
     free.learn(2048)
     assert float(free.policy.log_std.detach().exp().max()) > 1.05  # the bonus grows it unbounded
     held = _model(discrete=False, ent_coef=0.5)
-    _with_collector(held, TrainConfig(max_std=1.0))
+    with_collector(held, TrainConfig(max_std=1.0))
     assert held.max_std == 1.0
     held.learn(2048)
     assert float(held.policy.log_std.detach().exp().max()) <= 1.0 + 1e-6
-    _with_collector(held, TrainConfig(max_std=0.0))
+    with_collector(held, TrainConfig(max_std=0.0))
     assert held.max_std is None  # 0: no limit
 
 
@@ -332,19 +332,19 @@ def test_std_regrowth_lets_the_std_shrink_but_not_grow_back() -> None:
     where the session started (the lowest so far), while a bonus pulling it down (a
     negative one) lets it fall; the lowest is kept per session."""
     from training.config import TrainConfig
-    from training.session.trainer import _with_collector
+    from training.session.model_builder import with_collector
 
     held = _model(discrete=False, ent_coef=0.5)
-    _with_collector(held, TrainConfig(std_regrowth=1.0, max_std=0.0))
+    with_collector(held, TrainConfig(std_regrowth=1.0, max_std=0.0))
     start = held.policy.log_std.detach().clone()
     held.learn(2048)
     assert bool((held.policy.log_std <= start + 1e-6).all())
     falling = _model(discrete=False, ent_coef=-0.5)
-    _with_collector(falling, TrainConfig(std_regrowth=1.0, max_std=0.0))
+    with_collector(falling, TrainConfig(std_regrowth=1.0, max_std=0.0))
     before = falling.policy.log_std.detach().clone()
     falling.learn(2048)
     assert bool((falling.policy.log_std < before - 0.05).all())
     lowest = falling.lowest_log_std
     assert lowest is not None and bool((falling.policy.log_std <= lowest + 1e-6).all())
-    _with_collector(falling, TrainConfig(std_regrowth=0.0))
+    with_collector(falling, TrainConfig(std_regrowth=0.0))
     assert falling.std_regrowth is None and falling.lowest_log_std is None

@@ -19,7 +19,7 @@ from game_bridge.bot_runner import BotFormatError, BotRunner
 from game_bridge.frame_stack import start_episodes
 from game_bridge.memory import GruWeights, RecurrentPlayer
 from games.lander.gym_env import LanderEnv
-from training.config import ConfigError, TrainConfig
+from training.config import ConfigError, TrainConfig, check_config
 from training.ppo.lean_ppo import LeanPPO
 from training.ppo.recurrent_policy import RecurrentActorCritic, RecurrentPolicyError
 from training.ppo.recurrent_update import _Sequences, sequence_length
@@ -264,9 +264,9 @@ def test_memory_refuses_what_it_cannot_take_in_one_line() -> None:
         ({"collector": "sb3"}, "--collector sb3"),
     ):
         with pytest.raises(ConfigError, match=f"--memory with {flag}"):
-            TrainConfig(memory=16, **settings).validate()
+            check_config(TrainConfig(memory=16, **settings))
     with pytest.raises(ConfigError, match="at most 4,096"):
-        TrainConfig(memory=5000).validate()
+        check_config(TrainConfig(memory=5000))
 
 
 def test_a_game_restarted_mid_episode_resets_only_its_agents_states() -> None:
@@ -366,7 +366,7 @@ def test_a_run_with_memory_exports_plays_evaluates_and_resumes(
     keeping its state, reset where an episode starts), and eval, play and the resume
     take the policy with its memory."""
     from tests.conftest import lander
-    from training.bots.export import OnnxPlayer
+    from training.bots.onnx_export import OnnxPlayer
     from training.evaluation.scoring import model_policy
     from training.ppo.inference import load_for_inference
 

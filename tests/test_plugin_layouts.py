@@ -18,10 +18,13 @@ import torch
 from stable_baselines3 import PPO
 
 from game_bridge.bot_runner import BotRunner
-from game_bridge.spaces import ActionCodec, ActionEntry
+from game_bridge.codecs import ActionCodec
+from game_bridge.spaces import ActionEntry
 from tests.conftest import REPO_ROOT, git, godot_style, lander, train_briefly
 from tests.plugin_decode import PluginInference
-from training.bots.export import MAX_IR_VERSION, ONNX_OPSET, OnnxLayout, export_policy
+from training.bots.export import export_policy
+from training.bots.onnx_export import MAX_IR_VERSION, ONNX_OPSET
+from training.bots.plugin_layout import OnnxLayout
 from training.errors import ExportError
 
 LAYOUTS = {

@@ -12,9 +12,9 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from cli import run_flow
 from cli.app import app
 from cli.common.train_flags import option_name
+from cli.runs import run_flow
 from games import DEFAULT_GAME, game_entry
 from training.config import PICTURE_DEFAULTS, TUNED, TrainConfig
 from training.session.trainer import TrainRequest, plan_training

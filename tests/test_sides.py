@@ -13,9 +13,10 @@ import pytest
 
 from cli.results.git_sync import run_paths_to_stage
 from game_bridge.bot_runner import BotRunner
+from game_bridge.codecs import PaddedCodec
 from game_bridge.errors import ProtocolViolation
 from game_bridge.launcher import LaunchConfig
-from game_bridge.spaces import PADDED_KEY, PaddedCodec, parse_env_info
+from game_bridge.spaces import PADDED_KEY, parse_env_info
 from game_bridge.vec_env import GameVecEnv
 from games import launch_settings
 from games.duel.chase import HUNTER_OBS, PREY_OBS, ChaseWorld

@@ -8,9 +8,10 @@ import numpy as np
 import pytest
 from gymnasium import spaces
 
+from game_bridge.codecs import ActionCodec, ObservationCodec
 from game_bridge.errors import ProtocolViolation
 from game_bridge.protocol import encode_json
-from game_bridge.spaces import ActionCodec, ObservationCodec, parse_env_info
+from game_bridge.spaces import parse_env_info
 
 PER_AGENT = {
     "type": "env_info",

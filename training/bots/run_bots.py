@@ -16,7 +16,7 @@ from rich.console import Console
 from game_bridge.bot_runner import BotFormatError, BotRunner
 from game_bridge.launcher import LaunchConfig, game_command
 from games import DEFAULT_GAME
-from training.config import ConfigError, TrainConfig, apply_overrides
+from training.config import ConfigError, TrainConfig, apply_overrides, check_config
 from training.errors import ExportError, GameNotGiven, game_not_given
 from training.evaluation.ratings import LEARNER
 from training.evaluation.records import owns_run
@@ -85,7 +85,7 @@ def checked_trained_with(raw: object) -> dict[str, Any]:
         )
     given = {name: raw[name] for name in BOT_SETTINGS if raw.get(name) is not None}
     try:
-        apply_overrides(TrainConfig(), given, "the bot's trained_with").validate()
+        check_config(apply_overrides(TrainConfig(), given, "the bot's trained_with"))
     except ConfigError as exc:
         raise BotFormatError(f"the bot's trained_with is not one lander wrote: {exc}") from None
     return dict(raw)
@@ -154,7 +154,8 @@ def _export_model(
     :raises ExportError: where the bots cannot go (a ``bots`` that is a file), before the
         model is loaded.
     """
-    from training.bots.export import OnnxLayout, export_policy
+    from training.bots.export import export_policy
+    from training.bots.plugin_layout import OnnxLayout
 
     folder = files[0].parent
     if folder.exists() and not folder.is_dir():

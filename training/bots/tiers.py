@@ -165,7 +165,8 @@ def export_tiers(
 
     :raises CheckpointError, ExportError: nothing to export, too few models, parity failed.
     """
-    from training.bots.export import OnnxLayout, export_policy
+    from training.bots.export import export_policy
+    from training.bots.plugin_layout import OnnxLayout
     from training.bots.run_bots import side_note, trained_with
     from training.ppo.inference import load_for_inference
 

@@ -288,30 +288,10 @@ class _Update:
             advantages = (advantages - advantages.mean()) / (
                 advantages.std(ddof=1) + np.float32(1e-8)
             )
-        log_ratio = log_prob - batch[:, columns.old_log_prob]
-        ratio = np.exp(log_ratio)
-        approx_kl = float(np.mean((ratio - 1) - log_ratio))
-        low, high = 1 - self.clip_range, 1 + self.clip_range
-        unclipped = advantages * ratio
-        clipped = advantages * np.clip(ratio, low, high)
-        policy_loss = -float(np.minimum(unclipped, clipped).mean())
-        # d min / d ratio: the unclipped term's where it is the smaller, else the clipped
-        # one's, which clamp passes only inside its bounds (inclusive, as torch's). A tie
-        # is either inside the bounds (both terms' gradients equal) or has advantage 0.
-        passes = (unclipped <= clipped) | ((ratio >= low) & (ratio <= high))
-        grad_log_prob = -advantages * passes * ratio / np.float32(size)
-        returns = batch[:, columns.returns]
-        predicted, value_gate = values, None
-        if self.clip_range_vf is not None:
-            old_values = batch[:, columns.old_values]
-            change = values - old_values
-            value_gate = np.abs(change) <= self.clip_range_vf
-            predicted = old_values + np.clip(change, -self.clip_range_vf, self.clip_range_vf)
-        error = predicted - returns
-        value_loss = float(np.mean(error * error))
-        grad_values = (model.vf_coef * 2 / size) * error
-        if value_gate is not None:
-            grad_values = grad_values * value_gate
+        ratio, approx_kl, policy_loss, grad_log_prob = self._surrogate(
+            log_prob, batch[:, columns.old_log_prob], advantages
+        )
+        value_loss, grad_values = self._value_loss(values, batch, columns)
         result = Minibatch(
             policy_loss=policy_loss,
             value_loss=value_loss,
@@ -340,6 +320,45 @@ class _Update:
             assert pi_grad is not None and vf_grad is not None
             self.input_grad = pi_grad + vf_grad
         return result
+
+    def _surrogate(
+        self, log_prob: np.ndarray, old_log_prob: np.ndarray, advantages: np.ndarray
+    ) -> tuple[np.ndarray, float, float, np.ndarray]:
+        """PPO's clipped surrogate: (the ratio, the approximate KL, the policy loss, the
+        loss's gradient at each row's log-probability)."""
+        log_ratio = log_prob - old_log_prob
+        ratio = np.exp(log_ratio)
+        approx_kl = float(np.mean((ratio - 1) - log_ratio))
+        low, high = 1 - self.clip_range, 1 + self.clip_range
+        unclipped = advantages * ratio
+        clipped = advantages * np.clip(ratio, low, high)
+        policy_loss = -float(np.minimum(unclipped, clipped).mean())
+        # d min / d ratio: the unclipped term's where it is the smaller, else the clipped
+        # one's, which clamp passes only inside its bounds (inclusive, as torch's). A tie
+        # is either inside the bounds (both terms' gradients equal) or has advantage 0.
+        passes = (unclipped <= clipped) | ((ratio >= low) & (ratio <= high))
+        grad_log_prob = -advantages * passes * ratio / np.float32(len(log_prob))
+        return ratio, approx_kl, policy_loss, grad_log_prob
+
+    def _value_loss(
+        self, values: np.ndarray, batch: np.ndarray, columns: _Columns
+    ) -> tuple[float, np.ndarray]:
+        """The value loss (clipped around the old values with ``clip_range_vf``) and its
+        gradient at each row's value, ``vf_coef`` included."""
+        size = len(values)
+        returns = batch[:, columns.returns]
+        predicted, value_gate = values, None
+        if self.clip_range_vf is not None:
+            old_values = batch[:, columns.old_values]
+            change = values - old_values
+            value_gate = np.abs(change) <= self.clip_range_vf
+            predicted = old_values + np.clip(change, -self.clip_range_vf, self.clip_range_vf)
+        error = predicted - returns
+        value_loss = float(np.mean(error * error))
+        grad_values = (self.model.vf_coef * 2 / size) * error
+        if value_gate is not None:
+            grad_values = grad_values * value_gate
+        return value_loss, grad_values
 
 
 def lean_train(model: PPO, adapt: Callable[[float], None] | None = None) -> None:

@@ -4,9 +4,12 @@ progress a person watches (rich in the terminal, plain lines in ``train.log``).
 
 from __future__ import annotations
 
+import signal
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from types import FrameType
 from typing import Any
 
 import numpy as np
@@ -24,6 +27,7 @@ from stable_baselines3.common.base_class import BaseAlgorithm
 from stable_baselines3.common.callbacks import BaseCallback
 from stable_baselines3.common.vec_env import VecNormalize
 
+from game_bridge.instance import interrupt_waits
 from game_bridge.vec_env import GameVecEnv
 from training.errors import ExportError
 from training.ppo.policy_tweaks import action_std
@@ -424,3 +428,27 @@ class PublishBot(BaseCallback):
             self.log(f"live bot not published: {exc}")
             return
         self.published += 1
+
+
+@contextmanager
+def stop_on_signals(stop: StopFlag, console: Console) -> Iterator[dict[str, int]]:
+    """Turn SIGINT and SIGTERM into a graceful stop; a second signal aborts at once."""
+    received: dict[str, int] = {}
+
+    def handler(signum: int, _frame: FrameType | None) -> None:
+        if received:
+            raise KeyboardInterrupt
+        received["signal"] = signum
+        name = signal.Signals(signum).name
+        console.print(
+            f"[yellow]{name}: stopping after this step; saving final.zip (again to abort)[/]"
+        )
+        stop.request(name)
+        interrupt_waits()  # a step waiting on a hung game ends now, not at its deadline
+
+    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield received
+    finally:
+        for sig, old in previous.items():
+            signal.signal(sig, old)

@@ -8,11 +8,15 @@ from collections.abc import Callable
 
 from stable_baselines3.common.vec_env import VecNormalize
 
+from game_bridge.vec_env import GameVecEnv
+from training.config import TrainConfig
+from training.envs.environments import launch_config
 from training.evaluation.scoring import (
     EvalResult,
     GameSettings,
     Policy,
     evaluate_in_process,
+    evaluate_through_bridge,
     model_policy,
 )
 from training.session.callbacks import EveryNSteps
@@ -61,3 +65,23 @@ class PeriodicEvaluation(EveryNSteps):
             self.logger.record("eval/normalized_score", result.normalized_score)
         if self.on_result is not None:
             self.on_result(self.num_timesteps, result)
+
+
+def bridge_evaluator(
+    config: TrainConfig, closers: list[Callable[[], None]]
+) -> Callable[[Policy, int], EvalResult]:
+    """Evaluation on one more instance of the run's own game (one more session of an
+    OpenEnv server), started at the first evaluation on the ports after the training
+    games' and kept for the run."""
+    games: list[GameVecEnv] = []
+
+    def evaluate(policy: Policy, episodes: int) -> EvalResult:
+        if not games:
+            launch = launch_config(config)
+            launch.n_instances, launch.seed = 1, config.seed + 10_000
+            launch.base_port = config.port + config.n_parallel
+            games.append(GameVecEnv(launch))
+            closers.append(games[0].close)
+        return evaluate_through_bridge(policy, games[0], episodes)
+
+    return evaluate

@@ -19,6 +19,7 @@ from training.config import (
     ConfigError,
     TrainConfig,
     apply_overrides,
+    check_config,
     load_config_file,
 )
 from training.demos.files import Demos, check_game, load_demos
@@ -97,7 +98,7 @@ def _given_settings(
     config = base
     if request.config_file is not None:
         config = apply_overrides(config, file_settings, f"config file {request.config_file}")
-    return apply_overrides(config, request.overrides, "flags").validate()
+    return check_config(apply_overrides(config, request.overrides, "flags"))
 
 
 MEMORY_N_STEPS = 128

@@ -14,47 +14,34 @@ from __future__ import annotations
 import os
 import shutil
 import signal
-import socket
 import traceback
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager, suppress
+from collections.abc import Callable
+from contextlib import suppress
 from dataclasses import dataclass, replace
-from datetime import UTC, datetime
 from pathlib import Path
-from types import FrameType
 from typing import Any
 
 import torch
 from gymnasium import spaces
 from rich.console import Console
-from stable_baselines3 import PPO
 from stable_baselines3.common.callbacks import BaseCallback
-from stable_baselines3.common.policies import ActorCriticPolicy
 from stable_baselines3.common.vec_env import VecEnv
 from threadpoolctl import threadpool_limits
 
 from game_bridge.errors import BridgeError, Interrupted
-from game_bridge.instance import interrupt_waits
-from game_bridge.vec_env import GameVecEnv
-from games import gym_env_id
 from training.bots.run_bots import trained_with
-from training.config import RESUMABLE_SETTINGS, ConfigError, TrainConfig
+from training.config import TrainConfig
 from training.demos.behaviour_cloning import CloneReport, clone_behaviour
 from training.demos.files import DemoError, check_demos
 from training.envs.environments import (
     game_env_of,
-    launch_config,
     make_vec_env,
     wrap_normalization,
     wrapped_env,
 )
 from training.envs.game_monitor import GameMonitor
 from training.envs.sides import SelfPlayEnv
-from training.evaluation.scoring import EvalResult, Policy, evaluate_through_bridge, game_settings
-from training.ppo.camera_policy import camera_policy_kwargs, sees_images
-from training.ppo.lean_ppo import LeanPPO
-from training.ppo.policy_tweaks import reset_action_std
-from training.ppo.recurrent_policy import RecurrentActorCritic, memory_of
+from training.evaluation.scoring import EvalResult, game_settings
 from training.runs.checkpoints import (
     FINAL_NAME,
     CheckpointError,
@@ -63,7 +50,7 @@ from training.runs.checkpoints import (
     save_checkpoint,
 )
 from training.runs.live_progress import LiveProgress, forget_live_progress
-from training.runs.local_state import checkout_id, live_bot_path
+from training.runs.local_state import live_bot_path
 from training.runs.run_paths import RunPaths
 from training.runs.run_record import RunRecord, now_iso, placement_summary
 from training.self_play.turns import SideModel, self_play_callbacks
@@ -75,9 +62,11 @@ from training.session.callbacks import (
     StartupReport,
     StopFlag,
     UpdateThreads,
+    stop_on_signals,
 )
-from training.session.eval_callback import PeriodicEvaluation
+from training.session.eval_callback import PeriodicEvaluation, bridge_evaluator
 from training.session.health import KEPT_FINDINGS, Finding, HealthWatch
+from training.session.model_builder import make_ppo_model
 from training.session.planning import (
     RunExists,
     RunOfAnotherCheckout,
@@ -85,6 +74,7 @@ from training.session.planning import (
     TrainRequest,
     plan_training,
 )
+from training.session.session_log import LogFile, describe_error, session_banner, session_record
 from training.session.session_start import SessionStart, begin_session
 from training.session.tensorboard_log import resilient_logger
 
@@ -197,7 +187,7 @@ class TrainingSession:
             if isinstance(exc, DemoError) and self.start.new_run:
                 shutil.rmtree(self.paths.logs, ignore_errors=True)  # refused: nothing left
             raise
-        with _stop_on_signals(self.stop, self.console) as received:
+        with stop_on_signals(self.stop, self.console) as received:
             self.learn(callbacks)
             self.note_stop(received.get("signal"))
             self.end_in_order()
@@ -239,7 +229,7 @@ class TrainingSession:
         resume = self.plan.resume_point
         saved_normalizer = normalization_path(resume.model) if resume else None
         self.env, self.normalizer = wrap_normalization(self.env, self.config, saved_normalizer)
-        self.model = _build_model(
+        self.model = make_ppo_model(
             self.config, self.env, resume.model if resume else None, self.request.reset_std
         )
         self.partner: tuple[str, SideModel] | None = None
@@ -267,12 +257,12 @@ class TrainingSession:
 
     def start_record(self, leftovers: list[Path]) -> None:
         """Open train.log and TensorBoard, write run.json for this session, say what runs."""
-        self.log = _LogFile(self.paths.train_log)
+        self.log = LogFile(self.paths.train_log)
         forget_live_progress(self.paths.root, self.paths.run)  # the last session's numbers
         for leftover in leftovers:
             self.log(f"removed a crash leftover: {leftover.name}")
         self.model.set_logger(resilient_logger(self.paths.logs, self.warn))
-        self.record = _start_record(self.plan, self.request, self.model)
+        self.record = session_record(self.plan, self.request, self.model)
         if self.game_env is not None:  # an export lays out its ONNX file by these keys
             info = self.game_env.env_info
             self.record.extra.game_layout = info.side(self.own_side or "").layout()
@@ -287,7 +277,7 @@ class TrainingSession:
             }
         self.note_placements()
         self.record.save(self.paths.run_json)
-        self.say(_banner(self.plan, self.request, self.model))
+        self.say(session_banner(self.plan, self.request, self.model))
         if self.cloned is not None:
             self.say(self.cloned.line())
         if self.agents_note is not None:
@@ -366,7 +356,7 @@ class TrainingSession:
             self.status, self.error = "interrupted", "aborted by a second signal"
             self.exit_code = 130
         except Exception as exc:
-            self.status, self.error, self.exit_code = "failed", _describe(exc), 1
+            self.status, self.error, self.exit_code = "failed", describe_error(exc), 1
             self.log("".join(traceback.format_exception(exc)).rstrip())
 
     def note_stop(self, signum: int | None) -> None:
@@ -406,7 +396,7 @@ class TrainingSession:
         try:
             record.save(self.paths.run_json)
         except OSError as exc:
-            self.failed_also(f"run.json could not be written ({_describe(exc)})")
+            self.failed_also(f"run.json could not be written ({describe_error(exc)})")
         message = f"run {self.paths.run} {self.status} at {self.model.num_timesteps:,} steps"
         message += f": {self.error}" if self.error else ""
         self.log(message)
@@ -502,7 +492,7 @@ class TrainingSession:
         if config.own_game is None:
             settings: Any = game_settings(config.game, config.game_args, config.action_repeat)
         else:
-            settings = _bridge_evaluator(config, self.closers)
+            settings = bridge_evaluator(config, self.closers)
         return [
             PeriodicEvaluation(
                 every, config.eval_episodes, settings, self.normalizer, self.evaluated
@@ -524,7 +514,7 @@ class TrainingSession:
         config = replace(self.config, seed=self.config.seed + 1)
         continuous = isinstance(env.action_space, spaces.Box)
         reset_std = self.request.reset_std if continuous else None
-        model = _build_model(config, env, model_path, reset_std)
+        model = make_ppo_model(config, env, model_path, reset_std)
         model.set_logger(resilient_logger(self.paths.logs / "sides" / side, self.warn))
         return side, SideModel(model, normalizer)
 
@@ -553,7 +543,8 @@ class TrainingSession:
 
     def live_publisher(self) -> PublishBot:
         """Publishes the policy as it trains, for the live page (``--publish-every``)."""
-        from training.bots.export import OnnxLayout, build_bot_spec
+        from training.bots.bot_spec import build_bot_spec
+        from training.bots.plugin_layout import OnnxLayout
 
         plan, record = self.plan, self.record
 
@@ -579,96 +570,6 @@ def _usable_cores() -> int:
     return os.cpu_count() or 1
 
 
-def _device(config: TrainConfig, image_observations: bool) -> str:
-    """``auto`` means CUDA only where it pays: small MLPs train faster on the CPU."""
-    if config.device != "auto":
-        return config.device
-    return "cuda" if image_observations and torch.cuda.is_available() else "cpu"
-
-
-def _build_model(
-    config: TrainConfig, env: VecEnv, resume: Path | None, reset_std: float | None
-) -> PPO:
-    image = sees_images(env.observation_space)
-    device = _device(config, image)
-    # The resumable settings are exactly PPO's hyperparameters, named as PPO names them:
-    # a new one declared in training/config.py reaches PPO with no line here.
-    ppo_settings = {name: getattr(config, name) for name in RESUMABLE_SETTINGS}
-    ppo_settings["batch_size"] = config.minibatch_size(env.num_envs)
-    algorithm = PPO if config.collector == "sb3" else LeanPPO
-    if resume is None:
-        width = [config.net_width] * 2
-        policy_kwargs: dict[str, Any] = {"net_arch": {"pi": width, "vf": width}}
-        if isinstance(env.action_space, spaces.Box):  # a Gaussian policy: its initial std
-            policy_kwargs["log_std_init"] = config.log_std_init
-        if image:
-            policy_kwargs.update(camera_policy_kwargs(config.camera_encoder, config.frame_stack))
-        if config.memory:
-            # The critic keeps a memory of its own (RecurrentPPO's default): see
-            # docs/performance.md, "Bots that remember".
-            policy_kwargs.update(memory=config.memory, critic_memory=True)
-        built = algorithm(
-            _policy_class(config, env.observation_space, image),
-            env,
-            **ppo_settings,
-            policy_kwargs=policy_kwargs,
-            seed=config.seed,
-            device=device,
-            verbose=0,
-        )
-        return _with_collector(built, config)
-    try:
-        model = algorithm.load(str(resume), env=env, device=device, **ppo_settings)
-    except (ValueError, KeyError, RuntimeError, OSError, TypeError, AttributeError) as exc:
-        # A zip SB3 can open but PPO cannot use (another algorithm's, other spaces).
-        reason = str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__
-        raise CheckpointError(f"cannot resume from {resume}: {reason}") from None
-    kept = memory_of(model.policy)
-    if kept != config.memory:
-        raise ConfigError(
-            f"--memory {config.memory}: {resume} keeps "
-            + (f"a memory of {kept} units" if kept else "no memory")
-            + " (the network's shape, fixed when a run starts): drop --memory, or start a new run"
-        )
-    if reset_std is not None:
-        reset_action_std(model, reset_std)
-    return _with_collector(model, config)
-
-
-def _policy_class(
-    config: TrainConfig, space: spaces.Space[Any], image: bool
-) -> str | type[ActorCriticPolicy]:
-    """SB3's policy for the observation space, or the policy with memory (``--memory``).
-
-    :raises ConfigError: memory for observations it cannot take yet (camera or several keys).
-    """
-    if config.memory:
-        if image or not isinstance(space, spaces.Box) or len(space.shape) != 1:
-            raise ConfigError(
-                "--memory takes a game of one observation vector for now; this game sends "
-                + ("camera frames" if image else "several observation keys")
-                + ": train it without --memory"
-            )
-        return RecurrentActorCritic
-    if space.shape is None:
-        return "MultiInputPolicy"
-    return "CnnPolicy" if image else "MlpPolicy"
-
-
-def _with_collector(model: PPO, config: TrainConfig) -> PPO:
-    """``--collector async`` makes the lean loop play each rollout ahead of the update;
-    ``--adaptive-kl`` adapts its step size (from ``--learning-rate``, each session) and
-    ``--max-std`` bounds the action std (each session)."""
-    if isinstance(model, LeanPPO):
-        model.asynchronous = config.collector == "async"
-        model.desired_kl = config.adaptive_kl or None
-        model.adaptive_lr = None
-        model.max_std = config.max_std or None
-        model.std_regrowth = config.std_regrowth or None
-        model.lowest_log_std = None
-    return model
-
-
 def _partner_view(env: VecEnv) -> VecEnv | None:
     """The other side's view of a self-play game whose sides have their own spaces
     (monitored like the run's own), or None."""
@@ -682,124 +583,3 @@ def _side_of(env: VecEnv) -> str:
     view = wrapped_env(env, SelfPlayEnv)
     assert view is not None
     return view.learner_side
-
-
-def _describe(exc: BaseException) -> str:
-    """One line for an unexpected exception: its kind and message (an OSError's reason and file)."""
-    if isinstance(exc, OSError) and exc.strerror:
-        return exc.strerror + (f" ({exc.filename})" if exc.filename else "")
-    text = str(exc).strip().splitlines()
-    return f"{type(exc).__name__}: {text[0] if text else ''}".rstrip(": ")
-
-
-class _LogFile:
-    """Appends timestamped plain lines to the run's ``train.log``; a line that cannot be
-    written (a full disk) is dropped rather than ending the run."""
-
-    def __init__(self, path: Path) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        self.path = path
-
-    def __call__(self, line: str) -> None:
-        stamp = datetime.now(UTC).strftime("%Y-%m-%d %H:%M:%S")
-        try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)  # a removed logs/RUN/ comes back
-            with self.path.open("a") as handle:
-                handle.write(f"{stamp} {line}\n")
-        except OSError:
-            pass
-
-
-@contextmanager
-def _stop_on_signals(stop: StopFlag, console: Console) -> Iterator[dict[str, int]]:
-    """Turn SIGINT and SIGTERM into a graceful stop; a second signal aborts at once."""
-    received: dict[str, int] = {}
-
-    def handler(signum: int, _frame: FrameType | None) -> None:
-        if received:
-            raise KeyboardInterrupt
-        received["signal"] = signum
-        name = signal.Signals(signum).name
-        console.print(
-            f"[yellow]{name}: stopping after this step; saving final.zip (again to abort)[/]"
-        )
-        stop.request(name)
-        interrupt_waits()  # a step waiting on a hung game ends now, not at its deadline
-
-    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        yield received
-    finally:
-        for sig, old in previous.items():
-            signal.signal(sig, old)
-
-
-def _bridge_evaluator(
-    config: TrainConfig, closers: list[Callable[[], None]]
-) -> Callable[[Policy, int], EvalResult]:
-    """Evaluation on one more instance of the run's own game (one more session of an
-    OpenEnv server), started at the first evaluation on the ports after the training
-    games' and kept for the run."""
-    games: list[GameVecEnv] = []
-
-    def evaluate(policy: Policy, episodes: int) -> EvalResult:
-        if not games:
-            launch = launch_config(config)
-            launch.n_instances, launch.seed = 1, config.seed + 10_000
-            launch.base_port = config.port + config.n_parallel
-            games.append(GameVecEnv(launch))
-            closers.append(games[0].close)
-        return evaluate_through_bridge(policy, games[0], episodes)
-
-    return evaluate
-
-
-def _start_record(plan: TrainPlan, request: TrainRequest, model: PPO) -> RunRecord:
-    """The run's record for this session: the previous one continued, or a new one."""
-    record = plan.previous or RunRecord(run=plan.paths.run, config=plan.config, parent=plan.parent)
-    record.config = plan.config
-    record.status = "running"
-    record.error = None
-    record.git_commit = request.git_commit
-    record.total_timesteps = model.num_timesteps
-    record.resumed_from = str(plan.resume_point.model) if plan.resume_point else None
-    # This session's findings and stop (earlier sessions' stay in train.log and TensorBoard).
-    record.extra = replace(record.extra, **request.tags, health=[], stopped_at_score=None)
-    record.sessions.append(
-        {
-            "started_at": now_iso(),
-            "start_timesteps": model.num_timesteps,
-            "resumed_from": record.resumed_from,
-            "reset_std": request.reset_std,
-            "git_commit": request.git_commit,
-            "host": socket.gethostname(),
-            "checkout": checkout_id(plan.paths.root),
-            "root": str(plan.paths.root.resolve()),
-        }
-    )
-    return record
-
-
-def _banner(plan: TrainPlan, request: TrainRequest, model: PPO) -> str:
-    """The session's first line: what it trains, on what, for how long, with what."""
-    config = plan.config
-    game = Path(config.game_bin).name if config.game_bin else config.game
-    if config.in_process:
-        where = f"in-process {gym_env_id(config.game)}"
-    elif config.game_transport == "stdio":
-        where = f"{config.n_parallel} {game} instance(s) on stdio"
-    elif config.game_url is not None:
-        where = f"{config.n_parallel} session(s) of the OpenEnv server {config.game_url}"
-    else:
-        where = f"{config.n_parallel} {game} instance(s) from port {config.port}"
-    origin = (
-        f"resuming from {plan.resume_point.model} at {model.num_timesteps:,} steps"
-        if plan.resume_point
-        else "new"
-    )
-    return (
-        f"run {plan.paths.run}: {origin}; {config.num_envs} envs on {where}; "
-        f"{config.timesteps:,} steps; lr={config.learning_rate:g} ent_coef={config.ent_coef:g} "
-        f"device={model.device}"
-        + (f"; std reset to {request.reset_std:g}" if request.reset_std is not None else "")
-    )

@@ -1,0 +1,71 @@
+"""How a training setting is declared (:func:`setting`), the error every bad setting raises
+(:class:`ConfigError`), and the bounds the declarations share."""
+
+from __future__ import annotations
+
+from dataclasses import MISSING, field
+from typing import Any
+
+from game_bridge.errors import LanderError
+from game_bridge.spaces import MAX_GAME_AGENTS
+
+
+class ConfigError(LanderError, ValueError):
+    """A configuration file or value that cannot be used."""
+
+
+MAX_TIMESTEPS = 10**12
+"""A trillion steps: beyond any run, and far inside the int64 step counters."""
+MAX_AGENTS = MAX_GAME_AGENTS
+"""Agents one bundled game instance may simulate."""
+MAX_ACTION_REPEAT = 1000
+"""Physics ticks per step: 1,000 ticks are 16 game seconds, past any sane control rate."""
+MAX_SPEEDUP = 1e6
+MAX_MEMORY = 4096
+"""The most units ``--memory`` may ask for: a GRU of 4,096 is 50M weights, past any bot."""
+CAMERA_ENCODERS = ("centroids", "nature", "small")
+"""What ``--camera-encoder`` may name (training/ppo/camera_policy.py)."""
+
+
+def setting(
+    default: Any = MISSING,
+    *,
+    help: str,
+    low: float | None = None,
+    high: float | None = None,
+    choices: tuple[str, ...] | None = None,
+    resumable: bool = False,
+    shown: str | None = None,
+    factory: Any = MISSING,
+    inherited: bool = True,
+    panel: str,
+) -> Any:
+    """Declare one training setting: everything lander knows of it lives here. The
+    command-line options of every training command are generated from these
+    declarations (``cli/common/train_flags.py``), :meth:`TrainConfig.validate` checks the
+    bounds, and a resume changes only the ``resumable`` ones.
+
+    :param help: one line for ``--help``.
+    :param low: smallest value allowed (inclusive); ``high`` likewise.
+    :param choices: the values a text setting may take.
+    :param resumable: a resumed PPO model takes the new value (others are the
+        network's shape or the games' set-up, kept from the checkpoint's run).
+    :param shown: the default as ``--help`` shows it, when the value itself says
+        too little (None: "the game's own").
+    :param inherited: a resume starts from the parent run's value; False for where a
+        session runs (a cluster may be gone by then), which each session names anew.
+    :param panel: the group ``--help`` lists the option in (Games, PPO, Health, ...).
+    """
+    metadata = {
+        "help": help,
+        "low": low,
+        "high": high,
+        "choices": choices,
+        "resumable": resumable,
+        "shown": shown,
+        "inherited": inherited,
+        "panel": panel,
+    }
+    if factory is not MISSING:
+        return field(default_factory=factory, metadata=metadata)
+    return field(default=default, metadata=metadata)

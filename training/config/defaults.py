@@ -1,0 +1,33 @@
+"""Defaults by kind of input, over the general ones that :class:`TrainConfig` declares and
+under a game's own (``GameEntry.train_defaults``): each setting with the evidence that chose
+it, measured over a suite of games, never per game id."""
+
+from __future__ import annotations
+
+from typing import Any
+
+PICTURE_DEFAULTS: dict[str, Any] = {
+    # The first DQN's two strided convolutions: on Breakout at the general settings it ran
+    # 162 samples/s (10 epochs of a CNN on 2 cores) and learned nothing in 4 minutes; the
+    # centroids, made for a few sprites on a dark field, ran 435/s and reached 2.3 (random
+    # play 1.4) in 4 minutes: a map is a mix of grey frames, no band of grey levels, so it
+    # cannot tell Breakout's ball from its bricks (docs/performance.md, "Games that see").
+    "camera_encoder": "small",
+    # The field's settings for a CNN (the PPO paper's Atari table, CleanRL's ppo_atari, RL
+    # Zoo's atari entry): 128-step rollouts, 4 epochs, a step of 2.5e-4, a clip of 0.1,
+    # gamma 0.99 and GAE 0.95, a constant step (no schedule, no adaptive KL: the CNN's
+    # minibatch KL is not the MLP's). With them the small CNN ran 400 samples/s on Breakout.
+    "n_steps": 128,
+    "n_epochs": 4,
+    "learning_rate": 2.5e-4,
+    "clip_range": 0.1,
+    "gamma": 0.99,
+    "gae_lambda": 0.95,
+    "adaptive_kl": 0.0,
+    # 4 processes of 2 copies: rollouts of 1,024 in minibatches of 256, as the zoo's 8 x 128
+    # (twice the gradient steps a sample of the general 4 x 4). On Breakout at 10 minutes
+    # 16 copies scored 2.1 and 8 scored 5.7 (the zoo 5.8), 371 samples/s against 393.
+    "agents_per_instance": 2,
+}
+"""The settings a new run starts from where its game sends pictures (a camera key), over
+the general ones below and under the game's own (the bundled camera modes keep theirs)."""

@@ -1,0 +1,113 @@
+"""The PPO model of a session: built new for the game's spaces (its policy class, the camera
+encoder, memory, the initial std) or loaded from the resume point, with the collector and the
+step-size rules of ``--collector``, ``--adaptive-kl`` and ``--max-std`` set on it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import torch
+from gymnasium import spaces
+from stable_baselines3 import PPO
+from stable_baselines3.common.policies import ActorCriticPolicy
+from stable_baselines3.common.vec_env import VecEnv
+
+from training.config import RESUMABLE_SETTINGS, ConfigError, TrainConfig
+from training.ppo.camera_policy import camera_policy_kwargs, sees_images
+from training.ppo.lean_ppo import LeanPPO
+from training.ppo.policy_tweaks import reset_action_std
+from training.ppo.recurrent_policy import RecurrentActorCritic, memory_of
+from training.runs.checkpoints import (
+    CheckpointError,
+)
+
+
+def model_device(config: TrainConfig, image_observations: bool) -> str:
+    """``auto`` means CUDA only where it pays: small MLPs train faster on the CPU."""
+    if config.device != "auto":
+        return config.device
+    return "cuda" if image_observations and torch.cuda.is_available() else "cpu"
+
+
+def make_ppo_model(
+    config: TrainConfig, env: VecEnv, resume: Path | None, reset_std: float | None
+) -> PPO:
+    image = sees_images(env.observation_space)
+    device = model_device(config, image)
+    # The resumable settings are exactly PPO's hyperparameters, named as PPO names them:
+    # a new one declared in training/config/settings.py reaches PPO with no line here.
+    ppo_settings = {name: getattr(config, name) for name in RESUMABLE_SETTINGS}
+    ppo_settings["batch_size"] = config.minibatch_size(env.num_envs)
+    algorithm = PPO if config.collector == "sb3" else LeanPPO
+    if resume is None:
+        width = [config.net_width] * 2
+        policy_kwargs: dict[str, Any] = {"net_arch": {"pi": width, "vf": width}}
+        if isinstance(env.action_space, spaces.Box):  # a Gaussian policy: its initial std
+            policy_kwargs["log_std_init"] = config.log_std_init
+        if image:
+            policy_kwargs.update(camera_policy_kwargs(config.camera_encoder, config.frame_stack))
+        if config.memory:
+            # The critic keeps a memory of its own (RecurrentPPO's default): see
+            # docs/performance.md, "Bots that remember".
+            policy_kwargs.update(memory=config.memory, critic_memory=True)
+        built = algorithm(
+            policy_class(config, env.observation_space, image),
+            env,
+            **ppo_settings,
+            policy_kwargs=policy_kwargs,
+            seed=config.seed,
+            device=device,
+            verbose=0,
+        )
+        return with_collector(built, config)
+    try:
+        model = algorithm.load(str(resume), env=env, device=device, **ppo_settings)
+    except (ValueError, KeyError, RuntimeError, OSError, TypeError, AttributeError) as exc:
+        # A zip SB3 can open but PPO cannot use (another algorithm's, other spaces).
+        reason = str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__
+        raise CheckpointError(f"cannot resume from {resume}: {reason}") from None
+    kept = memory_of(model.policy)
+    if kept != config.memory:
+        raise ConfigError(
+            f"--memory {config.memory}: {resume} keeps "
+            + (f"a memory of {kept} units" if kept else "no memory")
+            + " (the network's shape, fixed when a run starts): drop --memory, or start a new run"
+        )
+    if reset_std is not None:
+        reset_action_std(model, reset_std)
+    return with_collector(model, config)
+
+
+def policy_class(
+    config: TrainConfig, space: spaces.Space[Any], image: bool
+) -> str | type[ActorCriticPolicy]:
+    """SB3's policy for the observation space, or the policy with memory (``--memory``).
+
+    :raises ConfigError: memory for observations it cannot take yet (camera or several keys).
+    """
+    if config.memory:
+        if image or not isinstance(space, spaces.Box) or len(space.shape) != 1:
+            raise ConfigError(
+                "--memory takes a game of one observation vector for now; this game sends "
+                + ("camera frames" if image else "several observation keys")
+                + ": train it without --memory"
+            )
+        return RecurrentActorCritic
+    if space.shape is None:
+        return "MultiInputPolicy"
+    return "CnnPolicy" if image else "MlpPolicy"
+
+
+def with_collector(model: PPO, config: TrainConfig) -> PPO:
+    """``--collector async`` makes the lean loop play each rollout ahead of the update;
+    ``--adaptive-kl`` adapts its step size (from ``--learning-rate``, each session) and
+    ``--max-std`` bounds the action std (each session)."""
+    if isinstance(model, LeanPPO):
+        model.asynchronous = config.collector == "async"
+        model.desired_kl = config.adaptive_kl or None
+        model.adaptive_lr = None
+        model.max_std = config.max_std or None
+        model.std_regrowth = config.std_regrowth or None
+        model.lowest_log_std = None
+    return model
