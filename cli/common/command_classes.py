@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 import typer
+from rich.markup import escape
 from typer._click.exceptions import NoSuchOption  # Typer's vendored click: no public name
 from typer.core import TyperCommand, TyperGroup
 
@@ -68,7 +69,7 @@ class LanderCommands(TyperGroup):
         except LanderError as exc:
             if terminating():
                 raise  # a fault caused by SIGTERM: main() reports the signal instead
-            error_console.print(f"[bold red]error:[/] {exc}", soft_wrap=True)
+            error_console.print(f"[bold red]error:[/] {escape(str(exc))}", soft_wrap=True)
             raise typer.Exit(1) from None
 
 

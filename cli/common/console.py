@@ -8,6 +8,7 @@ from typing import NoReturn
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 # Off a terminal (tmux logs, CI, pipes) rich would wrap at 80 columns and cut
 # the status table; a wide fixed width keeps every column readable.
@@ -16,8 +17,10 @@ error_console = Console(stderr=True, highlight=False, width=None if sys.stderr.i
 
 
 def fail(message: str, code: int = 1) -> NoReturn:
-    """Print a one-line red error and exit non-zero: the way every user mistake ends."""
-    error_console.print(f"[bold red]error:[/] {message}", soft_wrap=True)
+    """Print a one-line red error and exit non-zero: the way every user mistake ends. The
+    message is text, not markup: git's ``[remote rejected]`` or a path with brackets shows
+    as it is."""
+    error_console.print(f"[bold red]error:[/] {escape(message)}", soft_wrap=True)
     raise typer.Exit(code)
 
 

@@ -11,6 +11,7 @@ import sys
 from typing import Any
 
 import typer
+from rich.markup import escape
 
 from cli.common.command_classes import note_sigterm, terminating
 from cli.common.console import error_console
@@ -114,5 +115,7 @@ def _run(app: typer.Typer) -> None:
         sys.exit(130)
     except OSError as exc:
         where = f" ({exc.filename})" if exc.filename else ""
-        error_console.print(f"[bold red]error:[/] {exc.strerror or exc}{where}", soft_wrap=True)
+        error_console.print(
+            f"[bold red]error:[/] {escape(str(exc.strerror or exc) + where)}", soft_wrap=True
+        )
         sys.exit(1)

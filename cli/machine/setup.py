@@ -22,7 +22,7 @@ from typing import Any
 
 from rich.table import Table
 
-from cli.common.console import console
+from cli.common.console import console, how
 from cli.common.paths import GAME_SETTINGS_NAME, build_dir, game_binary_path, remembered_game_bin
 from cli.results.git_sync import open_repo
 from cli.results.lfs import ATTRIBUTES, LfsError, enable_lfs, uses_lfs, write_attributes
@@ -337,7 +337,10 @@ def lfs_check(root: Path, commit: bool) -> CheckResult:
         return CheckResult("git lfs", False, str(exc))
     if commit and write_attributes(root):
         pushed = publish_files(
-            root, [ATTRIBUTES], "lander setup --lfs: checkpoints and bots in Git LFS"
+            root,
+            [ATTRIBUTES],
+            "lander setup --lfs: checkpoints and bots in Git LFS",
+            finish=how("setup --lfs"),
         )
         if not pushed.pushed:
             return CheckResult(

@@ -19,6 +19,7 @@ from pathlib import Path
 import git
 
 from cli.common.console import how
+from cli.results.git_failures import commit_failure, unfinished_operation
 from game_bridge.errors import LanderError
 from game_bridge.orphans import die_with_this_process
 from training.config import ConfigError
@@ -115,7 +116,10 @@ def _first_line(error: git.GitCommandError) -> str:
         for line in lines
         if line.startswith(("error", "fatal", "!", "CONFLICT", "hint: Updates"))
     ]
-    return (useful or lines or ["git failed"])[0]
+    first = (useful or lines or ["git failed"])[0]
+    # The server's own words (a hook, a protected branch) say why it refused.
+    server = [line[7:].strip() for line in lines if line.startswith("remote:") and line[7:].strip()]
+    return first + (f" (the server says: {'; '.join(server[:2])[:200]})" if server else "")
 
 
 def _why(error: git.GitCommandError, started: float) -> str:
@@ -287,13 +291,20 @@ def _existing_or_tracked(repo: git.Repo, paths: list[str]) -> list[str]:
     ]
 
 
+class CommitFailed(GitSyncError):
+    """A commit git refused or could not make; the message names the cause and its file
+    (:mod:`cli.results.git_failures`), and the paths are left as they were."""
+
+
 def commit_paths(root: Path, paths: list[str], message: str) -> str | None:
     """Commit the current state of ``paths`` only (additions, changes and deletions).
 
     Nothing else the user has staged or changed is touched: the commit is made
-    with an explicit pathspec, so other staged files stay staged.
+    with an explicit pathspec, so other staged files stay staged. Nothing is committed
+    on a detached HEAD or in the middle of a merge, rebase or cherry-pick.
 
     :return: the new commit's sha, or None when there was nothing to commit.
+    :raises CommitFailed: one line that names the cause and the file.
     """
     repo = open_repo(root)
     if repo is None:
@@ -301,12 +312,18 @@ def commit_paths(root: Path, paths: list[str], message: str) -> str | None:
     present = _existing_or_tracked(repo, paths)
     if not present:
         return None
-    repo.git.add("-A", "--", *present)
-    has_head = repo.head.is_valid()
-    changed = repo.git.diff("--cached", "--name-only", "--", *present) if has_head else "yes"
-    if not changed.strip():
-        return None
-    repo.git.commit("-m", message, "--", *present)
+    unfinished = unfinished_operation(repo)
+    if unfinished is not None:
+        raise CommitFailed(unfinished)
+    try:
+        repo.git.add("-A", "--", *present)
+        has_head = repo.head.is_valid()
+        changed = repo.git.diff("--cached", "--name-only", "--", *present) if has_head else "yes"
+        if not changed.strip():
+            return None
+        repo.git.commit("-m", message, "--", *present)
+    except git.GitCommandError as exc:
+        raise CommitFailed(commit_failure(repo, exc)) from None
     return repo.head.commit.hexsha
 
 
@@ -322,11 +339,15 @@ class PushResult:
     message: str
 
 
-def push(root: Path, deadline_s: float = PUSH_DEADLINE_S) -> PushResult:
+def push(root: Path, deadline_s: float = PUSH_DEADLINE_S, finish: str | None = None) -> PushResult:
     """Push the current branch. Rejected because another machine pushed first: pull with
     rebase and try again, after a short random pause, until ``deadline_s``. Runs write
     disjoint files, so the rebase does not conflict. Never forces; a failure keeps the
-    commits local, and ``lander status`` shows them as not pushed."""
+    commits local, and ``lander status`` shows them as not pushed.
+
+    :param finish: the command that pushes them later (``lander push RUN``), for the message.
+    """
+    later = finish or how("push")
     repo = open_repo(root)
     if repo is None:
         return PushResult(False, "not a git repository")
@@ -353,20 +374,23 @@ def push(root: Path, deadline_s: float = PUSH_DEADLINE_S) -> PushResult:
             return PushResult(True, f"pushed to {remote}/{target}{retried}")
         except git.GitCommandError as exc:
             reason = _why(exc, started)
-            rejected = any(
-                sign in str(exc) for sign in ("rejected", "fetch first", "non-fast-forward")
-            )
+            # Rejected because another machine pushed first (git says "fetch first" or
+            # "non-fast-forward"): pull and retry. A hook or a protected branch that
+            # refuses ("[remote rejected]") refuses again: say so at once.
+            rejected = any(sign in str(exc) for sign in ("fetch first", "non-fast-forward"))
             if not rejected or time.monotonic() > give_up:
                 return PushResult(
                     False,
-                    f"push failed ({reason}); the commit stays local: run `{how('push')}` later",
+                    f"push failed ({reason}); the commit stays local: run `{later}` later",
                 )
         time.sleep(random.uniform(0.1, 1.0) * min(attempts, 5))
         try:
             pull(root)
         except GitSyncError as pull_error:
             return PushResult(
-                False, f"push rejected and pull failed ({pull_error}); the commit stays local"
+                False,
+                f"push rejected and pull failed ({pull_error}); the commit stays local: "
+                f"run `{later}` once the pull is mended",
             )
 
 

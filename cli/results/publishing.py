@@ -9,10 +9,17 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import git
+from rich.markup import escape
 
-from cli.common.console import console
-from cli.results.git_sync import PushResult, commit_paths, keep_out_of_git, kept_out_of_git, push
+from cli.common.console import console, how
+from cli.results.git_sync import (
+    CommitFailed,
+    PushResult,
+    commit_paths,
+    keep_out_of_git,
+    kept_out_of_git,
+    push,
+)
 from training.runs.run_paths import RunPaths
 from training.runs.run_record import RunRecord
 
@@ -40,22 +47,32 @@ def in_git(
 
 
 def publish_files(
-    root: Path, paths: list[str], message: str, warn_on_failure: bool = True
+    root: Path,
+    paths: list[str],
+    message: str,
+    warn_on_failure: bool = True,
+    finish: str | None = None,
 ) -> PushResult:
     """Commit ``paths`` (nothing else) and push; report both steps (a failure as a yellow
-    warning, or not at all when the caller makes it its own error)."""
+    warning, or not at all when the caller makes it its own error).
+
+    :param finish: the command that finishes the job once a failure is mended (``lander
+        push RUN`` for a run's files), named in the failure's line.
+    """
+    later = finish or how("push")
     try:
         sha = commit_paths(root, paths, message)
-    except git.GitCommandError as exc:
-        line = (exc.stderr or str(exc)).strip().splitlines()
-        result = PushResult(False, f"commit failed ({line[-1] if line else 'git failed'})")
+    except CommitFailed as exc:
+        result = PushResult(
+            False, f"not committed: {exc}; the files stay as they are: then run `{later}`"
+        )
         if warn_on_failure:
-            console.print(f"[yellow]git: {result.message}[/]")
+            console.print(f"[yellow]git: {escape(result.message)}[/]", soft_wrap=True)
         return result
     console.print(f"git: committed {sha[:10]} ({message})" if sha else "git: nothing new to commit")
-    result = push(root)
+    result = push(root, finish=later)
     if result.pushed:
-        console.print(f"[green]git: {result.message}[/]")
+        console.print(f"[green]git: {escape(result.message)}[/]")
     elif warn_on_failure:
-        console.print(f"[yellow]git: {result.message}[/]")
+        console.print(f"[yellow]git: {escape(result.message)}[/]", soft_wrap=True)
     return result

@@ -57,6 +57,7 @@ def push_runs(root: Path, run: str | None = None) -> None:
             )
     stage = sorted({p for name in runs for p in run_paths_to_stage(RunPaths(root, name))})
     message = f"lander push: results of {', '.join(runs) or 'no runs'}"
-    result = publish_files(root, stage, message, warn_on_failure=False)
+    finish = how(f"push {run}" if run is not None else "push")
+    result = publish_files(root, stage, message, warn_on_failure=False, finish=finish)
     if not result.pushed:
         fail(result.message)

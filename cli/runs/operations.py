@@ -223,4 +223,5 @@ def prune_run(root: Path, run: str) -> None:
         run_paths_to_stage(paths),
         f"{run}: pruned {len(dropped)} intermediate checkpoint(s) at {record.total_timesteps:,} "
         "steps (final.zip, bots and records kept)",
+        finish=how(f"push {run}"),
     )

@@ -257,7 +257,7 @@ def commit_message(run: str, record: RunRecord, what: str | None = None) -> str:
 def publish(paths: RunPaths, record: RunRecord, what: str | None = None) -> None:
     """Commit the run's files and push, reporting each step; never raises for a failed push."""
     message = commit_message(paths.run, record, what)
-    publish_files(paths.root, run_paths_to_stage(paths), message)
+    publish_files(paths.root, run_paths_to_stage(paths), message, finish=how(f"push {paths.run}"))
 
 
 def finish_run(paths: RunPaths, outcome: TrainOutcome) -> None:
