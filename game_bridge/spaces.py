@@ -9,7 +9,6 @@ actions in exported policies (godot-rl issue #234).
 from __future__ import annotations
 
 import math
-import os
 from dataclasses import dataclass
 from typing import Any
 
@@ -17,12 +16,17 @@ import numpy as np
 from gymnasium import spaces
 
 from game_bridge.errors import ProtocolViolation
+from game_bridge.machine_memory import available_memory, in_gb
 from game_bridge.protocol import FAST_ENCODING
 
 SHARED_POLICY = "shared_policy"
-MAX_GAME_AGENTS = 4096
-"""Agents one game instance may declare: a run that starts with them can resume with them
-(``--agents-per-instance`` takes as many)."""
+AGENT_STEP_BYTES = 1024
+"""The least one agent costs a step wherever lander holds it (its observation and action
+values, reward and flags, the Python objects of its message): a game's agents are bounded
+by this machine's memory at that cost, not by a fixed count."""
+STEP_SHARE = 8
+"""One step of every agent may take an eighth of the available memory: a rollout keeps many
+steps of them, and the update copies them."""
 MAX_DECLARED_VALUES = 2**24
 """Values one observation key (per agent) or one action may declare: 16.7M, a camera of
 2,360 x 2,360 x 3. Checked before any array of that size is made, so a size of 10^9 is a
@@ -94,23 +98,49 @@ def _positive_int(
     return int(value)
 
 
+def agent_limit() -> int:
+    """The most agents one game instance may hold on this machine now: one step of them
+    (:data:`AGENT_STEP_BYTES` each) within a :data:`STEP_SHARE` of the available memory."""
+    available = available_memory()
+    if available is None:
+        return MAX_DECLARED_VALUES
+    return max(1, available // STEP_SHARE // AGENT_STEP_BYTES)
+
+
+def agents_beyond_memory(agents: int, what: str) -> str | None:
+    """None when ``agents`` fit this machine (:func:`agent_limit`); else one line with the
+    figures: what they need, what the machine has, how many it takes.
+
+    :param what: what declared them, for the line (``n_agents``, ``--agents-per-instance``).
+    """
+    limit = agent_limit()
+    if agents <= limit:
+        return None
+    available = available_memory() or 0
+    return (
+        f"{what} is {agents:,}: one step of that many agents needs at least "
+        f"{in_gb(agents * AGENT_STEP_BYTES)} (1 KB an agent), more than an eighth of the "
+        f"{in_gb(available)} this machine has available; it takes at most {limit:,} agents"
+    )
+
+
 def _check_memory(
     n_agents: int, observations: tuple[ObservationEntry, ...], instance: int | None
 ) -> None:
-    """One step's observations of every agent fit in an eighth of this machine's memory
-    (a rollout keeps many steps of them): else a named fault before any array is made."""
+    """One step's observations of every agent fit in a :data:`STEP_SHARE` of this machine's
+    available memory (a rollout keeps many steps of them): else a named fault before any
+    array is made."""
     values = n_agents * sum(math.prod(entry.space.shape or (1,)) for entry in observations)
     step_bytes = values * 4
-    try:
-        machine = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    except (OSError, ValueError):
+    available = available_memory()
+    if available is None:
         return
-    if step_bytes > machine // 8:
+    if step_bytes > available // STEP_SHARE:
         raise ProtocolViolation(
             instance,
             f"env_info declares {values:,} observation values a step over {n_agents:,} agents "
-            f"({step_bytes / 2**30:,.1f} GB): more than this machine's memory can hold for a "
-            f"rollout ({machine / 2**30:,.0f} GB in all)",
+            f"({in_gb(step_bytes)}): more than this machine's memory can hold for a rollout "
+            f"({in_gb(available)} available)",
         )
 
 
@@ -364,14 +394,16 @@ def parse_env_info(message: dict[str, Any], instance: int | None = None) -> EnvI
     obs_value = message.get("observation_space")
     act_value = message.get("action_space")
     if "n_agents" in message:
-        n_agents = _positive_int(message["n_agents"], "n_agents", instance, MAX_GAME_AGENTS)
+        n_agents = _positive_int(message["n_agents"], "n_agents", instance, 2**62)
     elif isinstance(obs_value, list):
         n_agents = len(obs_value)
         if n_agents < 1:
             raise ProtocolViolation(instance, "env_info declares no agents")
-        _positive_int(n_agents, "agent count", instance, MAX_GAME_AGENTS)
     else:
         n_agents = 1
+    beyond = agents_beyond_memory(n_agents, "n_agents")
+    if beyond is not None:  # before any list of that many agents is made
+        raise ProtocolViolation(instance, beyond)
     obs_per_agent = _entry_per_agent(obs_value, n_agents, "observation_space", instance)
     act_per_agent = _entry_per_agent(act_value, n_agents, "action_space", instance)
     names_value = message.get("agent_policy_names")

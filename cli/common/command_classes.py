@@ -7,6 +7,7 @@ option; plain help grouped here keeps the defaults and still reads as panels.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import typer
@@ -23,6 +24,9 @@ PANEL_ORDER = (
     OWN_OPTIONS, "Run", "Games", "Cluster", "PPO", "Exploration", "Self-play", "Evaluation",
 )  # fmt: skip
 """Panels shown first, in this order; any other follows in the order it is first declared."""
+RAW_ARGS = "lander.raw_args"
+"""Where a command's context keeps its arguments as typed (for ``--help``)."""
+_DEFAULT = re.compile(r"\[default: [^\]]*\]$")
 
 
 class PanelledCommand(TyperCommand):
@@ -31,7 +35,9 @@ class PanelledCommand(TyperCommand):
 
     def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
         """Click's parsing, but a mistyped option is never offered a hidden one (an
-        internal flag such as ``--until-steps``) as what the user meant."""
+        internal flag such as ``--until-steps``) as what the user meant. The raw arguments
+        are kept for ``--help``, which Click answers before any other option is read."""
+        ctx.meta[RAW_ARGS] = list(args)
         try:
             return list(super().parse_args(ctx, args))
         except NoSuchOption as exc:
@@ -47,16 +53,29 @@ class PanelledCommand(TyperCommand):
     # ctx and formatter are click's (vendored by Typer under a private name): typed Any.
     def format_options(self, ctx: Any, formatter: Any) -> None:
         panels: dict[str, list[tuple[str, str]]] = {panel: [] for panel in PANEL_ORDER}
+        shown = self._game_defaults(ctx)
         for param in self.get_params(ctx):
             record = param.get_help_record(ctx)
             if record is None:
                 continue
+            name = param.opts[0] if param.opts else ""
+            if name in shown:
+                record = (record[0], _DEFAULT.sub(f"[default: {shown[name]}]", record[1]))
             panel = getattr(param, "rich_help_panel", None) or OWN_OPTIONS
             panels.setdefault(panel, []).append(record)
         for panel, records in panels.items():
             if records:
                 with formatter.section(panel):
                     formatter.write_dl(records)
+
+    def _game_defaults(self, ctx: Any) -> dict[str, str]:
+        """For a command that trains: the defaults of the game its command line names,
+        where they differ from the general ones (:func:`train_flags.game_defaults_shown`)."""
+        if not any("--n-steps" in param.opts for param in self.params):
+            return {}
+        from cli.common.train_flags import game_defaults_shown
+
+        return game_defaults_shown(ctx.meta.get(RAW_ARGS, []))
 
 
 class LanderCommands(TyperGroup):

@@ -39,16 +39,58 @@ def _shown_default(item: Field[Any]) -> str:
     """The default as ``--help`` shows it."""
     if item.metadata["shown"]:
         return str(item.metadata["shown"])
-    value = getattr(_DEFAULTS, item.name)
+    return _shown_value(item.name, getattr(_DEFAULTS, item.name))
+
+
+def _shown_value(name: str, value: Any) -> str:
     if isinstance(value, bool):
         return "on" if value else "off"
     if isinstance(value, int):
         # Counts read better grouped (20,000,000 steps); a port is a name, not a count.
-        counted = value >= 10_000 and not item.name.endswith("port")
+        counted = value >= 10_000 and not name.endswith("port")
         return f"{value:,}" if counted else str(value)
     if isinstance(value, float):
         return f"{value:g}"
     return str(value)
+
+
+def _given(args: list[str], flag: str) -> list[str]:
+    """Every value ``flag`` takes in raw command-line ``args`` (``--flag V`` or ``--flag=V``)."""
+    values = []
+    for index, arg in enumerate(args):
+        if arg == flag and index + 1 < len(args):
+            values.append(args[index + 1])
+        elif arg.startswith(flag + "="):
+            values.append(arg.split("=", 1)[1])
+    return values
+
+
+def game_defaults_shown(args: list[str]) -> dict[str, str]:
+    """The defaults ``--help`` shows for the game named in ``args`` (``--game``, else the
+    default game) where they are not the general ones: a bundled game's own, the defaults
+    for pictures of a game that sends them. A game binary or server (``--game-bin``,
+    ``--game-url``) and a game the registry does not know get the general ones: none here.
+
+    :param args: the command line as typed, ``--help`` among it.
+    :return: option name -> what its ``[default: ...]`` says.
+    """
+    from games import DEFAULT_GAME, UnknownGame
+    from training.session.planning import game_defaults
+
+    if _given(args, "--game-bin") or _given(args, "--game-url"):
+        return {}
+    game = (_given(args, "--game") or [DEFAULT_GAME])[-1]
+    game_args = dict(pair.split("=", 1) for pair in _given(args, "--game-arg") if "=" in pair)
+    try:
+        tuned = game_defaults(TrainConfig(game=game, game_args=game_args))
+    except (UnknownGame, ConfigError, ValueError):
+        return {}
+    return {
+        option_name(name): f"{_shown_value(name, value)} for {game}; general: "
+        + _shown_value(name, getattr(_DEFAULTS, name))
+        for name, value in tuned.items()
+        if value != getattr(_DEFAULTS, name)
+    }
 
 
 def option_name(setting: str) -> str:

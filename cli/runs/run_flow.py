@@ -19,6 +19,8 @@ from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING, Any
 
+from rich.markup import escape
+
 from cli.common.command_classes import note_sigterm
 from cli.common.console import console, error_console, how
 from cli.machine.setup import with_remembered_game
@@ -38,11 +40,18 @@ from training.evaluation.records import game_name, record_evaluation
 from training.runs.checkpoints import CheckpointError
 from training.runs.run_paths import InvalidRunName, RunPaths
 from training.runs.run_record import RunRecord
-from training.session.planning import TrainRequest
-from training.session.session_start import begin_session
+from training.session.planning import TrainPlan, TrainRequest
+from training.session.session_start import begin_session, disk_warnings_for
 
 if TYPE_CHECKING:
     from training.session.trainer import TrainOutcome
+
+
+def say_disk_room(plan: TrainPlan, use_git: bool) -> None:
+    """Before the first step: a warning for each place the run will not fit (its
+    checkpoints, logs, bot and commits against the free space, a file size limit)."""
+    for line in disk_warnings_for(plan, use_git):
+        console.print(f"[yellow]warning: {escape(line)}[/]", soft_wrap=True)
 
 
 def git_choice(request: TrainRequest, flag: bool | None) -> bool:
@@ -91,6 +100,7 @@ def train_session(request: TrainRequest, use_git: bool) -> int:
         request.overrides = with_remembered_game(root, request.overrides)
     # The games start while the training stack (torch, SB3) is imported: see begin_session.
     start = begin_session(request, console)
+    say_disk_room(start.plan, use_git)
     try:
         from training.session.trainer import train
     except BaseException:

@@ -31,17 +31,22 @@ def check_plan(
     resume: str | None,
     force: bool,
     reset_std: float | None,
+    git: bool | None,
     demos: tuple[Path, ...] = (),
 ) -> TrainConfig:
     """Plan the run as ``lander train`` would, without writing, so a mistake is one red
-    line here, not a tmux window that dies; return the run's settings."""
+    line here, not a tmux window that dies, and a disk too small for it is said before it
+    starts; return the run's settings."""
+    from cli.runs.run_flow import git_choice, say_disk_room
     from training.session.planning import TrainRequest, plan_training
 
     request = TrainRequest(
         project_root(), run, settings, config_file=config, resume=resume, force=force,
         reset_std=reset_std, demos=demos,
     )  # fmt: skip
-    return plan_training(request).config
+    plan = plan_training(request)
+    say_disk_room(plan, git_choice(request, git))
+    return plan.config
 
 
 @flags.with_settings()
@@ -113,7 +118,7 @@ def start(
     else:
         live = find_session(project_root(), run)
         if live is None or not window_alive(live, TRAIN_WINDOW):
-            planned = check_plan(run, settings, config, resume, force, reset_std, demo_files)
+            planned = check_plan(run, settings, config, resume, force, reset_std, git, demo_files)
             game, game_args = planned.game, planned.game_args
     start_in_tmux(
         project_root(), run, flags.settings_argv(settings) + session, tb_host, tb_port, command,
@@ -155,7 +160,7 @@ def resume(
     valid_run(source)
     target = valid_run(as_run) if as_run else source
     settings = settings or {}
-    planned = check_plan(target, settings, config, source, False, reset_std)
+    planned = check_plan(target, settings, config, source, False, reset_std, git)
     args = flags.settings_argv(settings) + flags.session_argv(config, source, reset_std, False, git)
     args += ["--auto-resume"] if auto_resume else []
     live_page = has_page(planned.game, planned.game_args)

@@ -18,6 +18,7 @@ from cli.results.records import checkout_records, committed_champions, committed
 from cli.runs.trainer_lock import holder
 from training.evaluation.ratings import LEARNER
 from training.evaluation.records import EvalRecord, best_by_run, champions, inside_checkout
+from training.runs.disk_space import on_full_disk
 from training.runs.live_progress import LiveProgress, read_live_progress
 from training.runs.local_state import checkout_id
 from training.runs.run_paths import RunPaths
@@ -83,6 +84,8 @@ def _bare_state(root: Path, record: RunRecord, trains_here: bool) -> str:
             # It trained in this checkout, and no trainer holds the lock: it was killed.
             return "[red]crashed[/] (resume it)"
         return "running (not here)"
+    if record.status == "failed" and on_full_disk(record.error):
+        return "[red]failed: disk full[/]"
     colors = {"finished": "blue", "interrupted": "yellow", "failed": "red"}
     return f"[{colors.get(record.status, 'white')}]{record.status}[/]"
 

@@ -7,7 +7,6 @@ from training.config.checks import check_bundled_game_args, check_config
 from training.config.declare import (
     CAMERA_ENCODERS,
     MAX_ACTION_REPEAT,
-    MAX_AGENTS,
     MAX_MEMORY,
     MAX_SPEEDUP,
     MAX_TIMESTEPS,
@@ -37,7 +36,6 @@ __all__ = [
     "CAMERA_ENCODERS",
     "FIELD_NAMES",
     "MAX_ACTION_REPEAT",
-    "MAX_AGENTS",
     "MAX_MEMORY",
     "MAX_SETTINGS_BYTES",
     "MAX_SPEEDUP",

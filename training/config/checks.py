@@ -7,6 +7,7 @@ import math
 from dataclasses import fields
 
 from game_bridge.openenv_instance import server_url
+from game_bridge.spaces import agents_beyond_memory
 from games import (
     BUNDLED_GAMES,
     DEFAULT_GAME,
@@ -16,7 +17,7 @@ from games import (
     game_entry,
     is_game_name,
 )
-from training.config.declare import MAX_AGENTS, ConfigError
+from training.config.declare import ConfigError
 from training.config.settings import TrainConfig
 
 
@@ -54,6 +55,9 @@ def check_config(config: TrainConfig) -> TrainConfig:
             "frames; train a camera game's sides without stacking"
         )
     _check_memory(config)
+    beyond = agents_beyond_memory(config.agents_per_instance, "--agents-per-instance")
+    if beyond is not None:
+        raise ConfigError(beyond)
     if config.opponent is not None and not config.self_play:
         raise ConfigError("--opponent plays the other sides of --self-play: add --self-play")
     if config.cluster is not None and config.in_process:
@@ -128,10 +132,11 @@ def check_bundled_game_args(game: str, game_args: dict[str, str]) -> None:
             )
         choices = known[key]
         if choices is None:
-            if not (value.isdigit() and 1 <= int(value) <= MAX_AGENTS):
-                raise ConfigError(
-                    f"--game-arg {key} must be a whole number from 1 to {MAX_AGENTS}, got {value!r}"
-                )
+            if not (value.isdigit() and int(value) >= 1):
+                raise ConfigError(f"--game-arg {key} must be a whole number from 1, got {value!r}")
+            beyond = agents_beyond_memory(int(value), f"--game-arg {key}")
+            if beyond is not None:
+                raise ConfigError(beyond)
         elif value not in choices:
             raise ConfigError(
                 f"--game-arg {key} must be one of {', '.join(choices)}, got {value!r}"

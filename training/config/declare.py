@@ -7,7 +7,6 @@ from dataclasses import MISSING, field
 from typing import Any
 
 from game_bridge.errors import LanderError
-from game_bridge.spaces import MAX_GAME_AGENTS
 
 
 class ConfigError(LanderError, ValueError):
@@ -16,8 +15,6 @@ class ConfigError(LanderError, ValueError):
 
 MAX_TIMESTEPS = 10**12
 """A trillion steps: beyond any run, and far inside the int64 step counters."""
-MAX_AGENTS = MAX_GAME_AGENTS
-"""Agents one bundled game instance may simulate."""
 MAX_ACTION_REPEAT = 1000
 """Physics ticks per step: 1,000 ticks are 16 game seconds, past any sane control rate."""
 MAX_SPEEDUP = 1e6

@@ -17,7 +17,6 @@ from games import DEFAULT_GAME, GYM_PREFIX, REGISTRY, game_entry
 from training.config.declare import (
     CAMERA_ENCODERS,
     MAX_ACTION_REPEAT,
-    MAX_AGENTS,
     MAX_MEMORY,
     MAX_SPEEDUP,
     MAX_TIMESTEPS,
@@ -40,10 +39,9 @@ class TrainConfig:
     # LunarLanderContinuous in 12.7 s (21.6) (docs/performance.md). The bundled games keep 8.
     agents_per_instance: int = setting(
         4,
-        help="Agents in each instance, where lander launches the game (the bundled games' "
-        "own default: 8; a game binary declares its own).",
+        help="Agents in each instance, where lander launches the game (a game binary declares "
+        "its own; at most what this machine's memory holds).",
         low=1,
-        high=MAX_AGENTS,
         panel="Games",
     )
     speedup: float | None = setting(
@@ -217,8 +215,7 @@ class TrainConfig:
     # lander takes 32); 64 suits games with rewards that come late.
     n_steps: int = setting(
         64,
-        help="Steps per env per rollout (rollout = n-steps x instances x agents; the bundled "
-        "lander game's own default: 32).",
+        help="Steps per env per rollout (rollout = n-steps x instances x agents).",
         low=1,
         resumable=True,
         panel="PPO",

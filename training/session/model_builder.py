@@ -7,20 +7,24 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 from gymnasium import spaces
 from stable_baselines3 import PPO
 from stable_baselines3.common.policies import ActorCriticPolicy
 from stable_baselines3.common.vec_env import VecEnv
 
+from game_bridge.machine_memory import available_memory, in_gb
 from training.config import RESUMABLE_SETTINGS, ConfigError, TrainConfig
 from training.ppo.camera_policy import camera_policy_kwargs, sees_images
 from training.ppo.lean_ppo import LeanPPO
 from training.ppo.policy_tweaks import reset_action_std
 from training.ppo.recurrent_policy import RecurrentActorCritic, memory_of
-from training.runs.checkpoints import (
-    CheckpointError,
-)
+from training.runs.checkpoints import CheckpointError
+
+ROLLOUT_SHARE = 2
+"""A rollout may take half the available memory: the update gathers minibatches and the
+normalization copies from the other half."""
 
 
 def model_device(config: TrainConfig, image_observations: bool) -> str:
@@ -30,9 +34,45 @@ def model_device(config: TrainConfig, image_observations: bool) -> str:
     return "cuda" if image_observations and torch.cuda.is_available() else "cpu"
 
 
+def rollout_size(config: TrainConfig, env: VecEnv) -> tuple[int, int]:
+    """What one rollout holds: (values each env stores a step, bytes in all). Observations
+    and actions as float32 (as SB3's buffer keeps them), and six more a step: the reward,
+    the episode start, the value, the log-probability, the advantage and the return."""
+    space = env.observation_space
+    parts = space.spaces.values() if isinstance(space, spaces.Dict) else [space]
+    observed = sum(int(np.prod(part.shape or (1,))) for part in parts)
+    values = observed + int(np.prod(env.action_space.shape or (1,))) + 6
+    return values, config.n_steps * env.num_envs * values * 4
+
+
+def check_rollout_fits(config: TrainConfig, env: VecEnv) -> None:
+    """Refuse, with the figures, a rollout this machine's memory cannot hold, before the
+    buffer is made (it was a MemoryError, or the kernel's OOM killer, mid-start).
+
+    :raises ConfigError: what it needs, what the machine has, what to lower.
+    """
+    available = available_memory()
+    values, need = rollout_size(config, env)
+    if available is None or need <= available // ROLLOUT_SHARE:
+        return
+    raise ConfigError(
+        f"a rollout of {config.n_steps:,} steps x {env.num_envs:,} agents x {values:,} values "
+        f"(float32) needs {in_gb(need)}, more than half of the {in_gb(available)} this machine "
+        "has available (the update needs the rest): lower --n-steps, --n-parallel or the "
+        "agents per instance"
+    )
+
+
 def make_ppo_model(
     config: TrainConfig, env: VecEnv, resume: Path | None, reset_std: float | None
 ) -> PPO:
+    """The session's PPO model for ``env``: new, or loaded from ``resume``.
+
+    :raises ConfigError: a rollout past the machine's memory, or a resume that changes
+        ``--memory``.
+    :raises CheckpointError: a checkpoint PPO cannot load.
+    """
+    check_rollout_fits(config, env)
     image = sees_images(env.observation_space)
     device = model_device(config, image)
     # The resumable settings are exactly PPO's hyperparameters, named as PPO names them:

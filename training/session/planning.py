@@ -116,7 +116,7 @@ two slowest seeds, 10 passes peaked at 0.62 and 0.73 in 150 s; 5 passed 0.8 at 7
 (256 steps and 10 passes: 82 s on the first; 256 and 5: 0.49 at 100 s)."""
 
 
-def _game_defaults(config: TrainConfig) -> dict[str, Any]:
+def game_defaults(config: TrainConfig) -> dict[str, Any]:
     """The settings a new run of a bundled game starts from (the defaults for pictures where
     it sends a camera key, under its registry entry's ``train_defaults``, and its
     ``arg_defaults`` for the run's ``--game-arg`` values); for a ``gym:`` game that sends
@@ -184,7 +184,7 @@ def plan_training(request: TrainRequest, console: Console | None = None) -> Trai
     file_settings = load_config_file(request.config_file) if request.config_file else {}
     config = _given_settings(base, file_settings, request)
     if resume_point is None:
-        tuned = _game_defaults(config)
+        tuned = game_defaults(config)
         if config.memory:
             tuned["n_steps"] = max(int(tuned.get("n_steps", base.n_steps)), MEMORY_N_STEPS)
             tuned["n_epochs"] = MEMORY_N_EPOCHS

@@ -21,8 +21,10 @@ from pathlib import Path
 from rich.console import Console
 
 from game_bridge.instance import allow_waits
+from games import game_entry
 from training.envs.game_launch import EarlyGames, launch_config
 from training.runs.checkpoints import remove_temporary_files
+from training.runs.disk_space import disk_warnings, estimated_checkpoint_bytes, run_disk_needs
 from training.runs.local_state import keep_damaged_record
 from training.session.planning import TrainPlan, TrainRequest, plan_training
 
@@ -126,3 +128,28 @@ def prepare_folders(plan: TrainPlan, request: TrainRequest, console: Console) ->
         kept = keep_damaged_record(paths)
         console.print(f"[yellow]the damaged run.json is kept as {kept}[/]")
     return remove_temporary_files(paths.checkpoints)
+
+
+OWN_GAME_SIZES = (64, 4)
+"""Observation and action values assumed for a game binary or server before it connects."""
+
+
+def disk_warnings_for(plan: TrainPlan, committed: bool) -> list[str]:
+    """What to say before the first step about the room on disk for this run (none when it
+    fits): a resume's checkpoint size is its model's file's; a new run's is estimated from
+    its settings and its game's spaces.
+
+    :param committed: git carries the run (its checkpoints are copied into ``.git`` too).
+    """
+    config = plan.config
+    resumed = plan.resume_point.model if plan.resume_point is not None else None
+    if resumed is not None and resumed.is_file():
+        size = resumed.stat().st_size
+    elif config.own_game is None:
+        entry = game_entry(config.game)
+        size = estimated_checkpoint_bytes(
+            config, entry.observation_size, entry.action_size, entry.sees_pictures(config.game_args)
+        )
+    else:
+        size = estimated_checkpoint_bytes(config, *OWN_GAME_SIZES, pictures=False)
+    return disk_warnings(run_disk_needs(plan.paths, config, size, committed), size)
