@@ -221,3 +221,34 @@ def test_the_readme_names_the_general_defaults_as_they_are() -> None:
         value = getattr(general, name)
         expected = ("on" if value else "off") if isinstance(value, bool) else f"{value:g}"
         assert named[flag] == expected, (flag, named[flag], expected)
+
+
+READ_ONLY = """
+home="$1"; place="$2"; shift 2
+mkdir -p "$home/$place"
+mount --bind "$home/$place" "$home/$place" && mount -o remount,ro,bind "$home/$place" || exit 97
+exec "$@"
+"""
+"""Runs a command with ``home/place`` read-only (a bind mount in a private namespace)."""
+
+
+@pytest.mark.parametrize("place", ["checkpoints", "logs"])
+def test_a_read_only_place_is_one_line_before_training(
+    tmp_path: Path, place: str, port_block: Callable[[int], int]
+) -> None:
+    """checkpoints/ or logs/ on a read-only mount: one red line naming the place, exit 1,
+    no traceback."""
+    if not _private_mounts():
+        pytest.skip("this machine allows no private mount (unshare -rm)")
+    done = subprocess.run(
+        ["unshare", "-rm", "sh", "-c", READ_ONLY, "sh", str(tmp_path), place, str(LANDER),
+         "train", "frozen", "--no-git", "--timesteps", "2048", "--port", str(port_block(2)),
+         *SMALL],
+        capture_output=True, text=True, timeout=120, check=False, stdin=subprocess.DEVNULL,
+        env={**os.environ, "LANDER_HOME": str(tmp_path)},
+    )  # fmt: skip
+    output = done.stdout + done.stderr
+    assert done.returncode == 1, output
+    assert "Traceback" not in output
+    (line,) = [text for text in output.splitlines() if text.startswith("error:")]
+    assert f"Read-only file system ({tmp_path / place}" in line, line
