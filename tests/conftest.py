@@ -54,6 +54,16 @@ def _block_is_free(base: int, count: int) -> bool:
     return True
 
 
+def private_mounts() -> bool:
+    """Whether this machine lets a process mount a tmpfs of its own (a private mount
+    namespace: root, or a user namespace), for the tests that fill or freeze a disk."""
+    probe = subprocess.run(
+        ["unshare", "-rm", "sh", "-c", "mount -t tmpfs -o size=64k tmpfs /mnt"],
+        capture_output=True, check=False,
+    )  # fmt: skip
+    return probe.returncode == 0
+
+
 def find_free_port_block(count: int) -> int:
     """A base port whose next ``count`` loopback ports are free right now."""
     rng = random.Random()

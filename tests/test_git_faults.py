@@ -14,7 +14,15 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import GIT_IDENTITY, LANDER, SMALL, git, lander, train_small
+from tests.conftest import (
+    GIT_IDENTITY,
+    LANDER,
+    SMALL,
+    git,
+    lander,
+    private_mounts,
+    train_small,
+)
 
 
 def _line_with(output: str, needle: str) -> str:
@@ -127,16 +135,6 @@ def test_git_faults_at_push_name_the_cause_and_the_file_and_leave_the_run_whole(
     _pushed(work, remote, "faulty")
 
 
-def _private_mounts() -> bool:
-    """Whether this machine lets a process mount a tmpfs of its own (a private mount
-    namespace: root, or a user namespace)."""
-    probe = subprocess.run(
-        ["unshare", "-rm", "sh", "-c", "mount -t tmpfs -o size=64k tmpfs /mnt"],
-        capture_output=True, check=False,
-    )  # fmt: skip
-    return probe.returncode == 0
-
-
 FULL_GIT_DIR = """
 work="$1"; copy="$2"; shift 2
 cp -a "$work/.git" "$copy"
@@ -156,7 +154,7 @@ def test_a_full_disk_under_git_is_one_line_and_the_run_stays_whole(
 ) -> None:
     """``.git`` on a disk with no space left: the commit fails in one line that says so and
     names the folder; the run's files are whole; with space again, push delivers it."""
-    if not _private_mounts():
+    if not private_mounts():
         pytest.skip("this machine allows no private tmpfs mount (unshare -rm)")
     work, remote = checkout
     train_small(work, "full")

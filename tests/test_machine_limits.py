@@ -20,7 +20,7 @@ import pytest
 from cli.common.train_flags import option_name
 from game_bridge.machine_memory import available_memory
 from game_bridge.spaces import agent_limit
-from tests.conftest import GIT_IDENTITY, LANDER, REPO_ROOT, SMALL, lander
+from tests.conftest import GIT_IDENTITY, LANDER, REPO_ROOT, SMALL, lander, private_mounts
 from training.config import TrainConfig
 
 
@@ -72,14 +72,6 @@ def test_what_does_not_fit_the_memory_is_refused_with_the_figures(
     assert 0.7 < int(most.group(1).replace(",", "")) / agent_limit() < 1.3, line
 
 
-def _private_mounts() -> bool:
-    probe = subprocess.run(
-        ["unshare", "-rm", "sh", "-c", "mount -t tmpfs -o size=64k tmpfs /mnt"],
-        capture_output=True, check=False,
-    )  # fmt: skip
-    return probe.returncode == 0
-
-
 SMALL_CHECKPOINTS = """
 home="$1"; shift
 mkdir -p "$home/checkpoints"
@@ -98,7 +90,7 @@ def test_a_run_on_a_small_disk_is_warned_before_its_first_step_and_status_says_d
     """200 KB free for checkpoints/: ``train`` says so before its first step, with what
     the run will write there; the run stops at the checkpoint that does not fit, and
     ``status`` shows it failed on a full disk."""
-    if not _private_mounts():
+    if not private_mounts():
         pytest.skip("this machine allows no private tmpfs mount (unshare -rm)")
     done = subprocess.run(
         ["unshare", "-rm", "sh", "-c", SMALL_CHECKPOINTS, "sh", str(tmp_path), str(LANDER),
@@ -238,7 +230,7 @@ def test_a_read_only_place_is_one_line_before_training(
 ) -> None:
     """checkpoints/ or logs/ on a read-only mount: one red line naming the place, exit 1,
     no traceback."""
-    if not _private_mounts():
+    if not private_mounts():
         pytest.skip("this machine allows no private mount (unshare -rm)")
     done = subprocess.run(
         ["unshare", "-rm", "sh", "-c", READ_ONLY, "sh", str(tmp_path), place, str(LANDER),
