@@ -339,6 +339,17 @@ class PushResult:
     message: str
 
 
+REMOTE_MOVED = (
+    "fetch first",
+    "non-fast-forward",
+    "but expected",
+    "cannot lock ref",
+    "failed to update ref",
+    "incorrect old value",
+)
+"""What git says when the remote's branch moved under a push: pulling and pushing again fixes it."""
+
+
 def push(root: Path, deadline_s: float = PUSH_DEADLINE_S, finish: str | None = None) -> PushResult:
     """Push the current branch. Rejected because another machine pushed first: pull with
     rebase and try again, after a short random pause, until ``deadline_s``. Runs write
@@ -375,9 +386,10 @@ def push(root: Path, deadline_s: float = PUSH_DEADLINE_S, finish: str | None = N
         except git.GitCommandError as exc:
             reason = _why(exc, started)
             # Rejected because another machine pushed first (git says "fetch first" or
-            # "non-fast-forward"): pull and retry. A hook or a protected branch that
-            # refuses ("[remote rejected]") refuses again: say so at once.
-            rejected = any(sign in str(exc) for sign in ("fetch first", "non-fast-forward"))
+            # "non-fast-forward"; a push racing ours at the same moment leaves the remote's
+            # ref "at X but expected Y"): pull and retry. A hook or a protected branch that
+            # refuses ("[remote rejected] ... hook declined") refuses again: say so at once.
+            rejected = any(sign in str(exc) for sign in REMOTE_MOVED)
             if not rejected or time.monotonic() > give_up:
                 return PushResult(
                     False,
