@@ -51,16 +51,14 @@ def available_memory() -> int | None:
     """Bytes a new allocation can have now: the kernel's ``MemAvailable``, no more than the
     container's limit less its use; the physical memory where neither can be read (not
     Linux); None where nothing can."""
-    readings = [value for value in (_meminfo_available(),) if value is not None]
+    kernel = _meminfo_available()
+    readings = [] if kernel is None else [kernel]
     for limit_path, usage_path in CGROUP_LIMITS:
         limit, usage = _read_int(limit_path), _read_int(usage_path)
         if limit is not None and limit < NO_LIMIT:
             readings.append(max(0, limit - (usage or 0)))
             break
-    if not readings:
-        physical = _physical_memory()
-        return physical
-    return min(readings)
+    return min(readings) if readings else _physical_memory()
 
 
 def in_gb(size: float) -> str:

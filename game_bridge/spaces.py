@@ -98,10 +98,13 @@ def _positive_int(
     return int(value)
 
 
-def agent_limit() -> int:
+def agent_limit(available: int | None = None) -> int:
     """The most agents one game instance may hold on this machine now: one step of them
-    (:data:`AGENT_STEP_BYTES` each) within a :data:`STEP_SHARE` of the available memory."""
-    available = available_memory()
+    (:data:`AGENT_STEP_BYTES` each) within a :data:`STEP_SHARE` of the available memory.
+
+    :param available: the available memory, when the caller has read it.
+    """
+    available = available if available is not None else available_memory()
     if available is None:
         return MAX_DECLARED_VALUES
     return max(1, available // STEP_SHARE // AGENT_STEP_BYTES)
@@ -113,14 +116,14 @@ def agents_beyond_memory(agents: int, what: str) -> str | None:
 
     :param what: what declared them, for the line (``n_agents``, ``--agents-per-instance``).
     """
-    limit = agent_limit()
+    available = available_memory()
+    limit = agent_limit(available)
     if agents <= limit:
         return None
-    available = available_memory() or 0
     return (
         f"{what} is {agents:,}: one step of that many agents needs at least "
         f"{in_gb(agents * AGENT_STEP_BYTES)} (1 KB an agent), more than an eighth of the "
-        f"{in_gb(available)} this machine has available; it takes at most {limit:,} agents"
+        f"{in_gb(available or 0)} this machine has available; it takes at most {limit:,} agents"
     )
 
 
