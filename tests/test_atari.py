@@ -105,18 +105,6 @@ def test_fire_starts_a_game_that_waits_for_it() -> None:
     pytest.fail("no life lost in 2,000 NOOP steps: the ball was never served")
 
 
-def test_a_picture_observation_is_a_camera_key_never_a_flat_vector() -> None:
-    """CarRacing's 96 x 96 x 3 frames go on the wire as one camera key, channels first."""
-    view = make_view("CarRacing-v3", {})
-    assert view.env_info_spaces()[0] == {IMAGE_KEY: {"size": [3, 96, 96], "space": "box"}}
-    obs, _ = view.reset(seed=0)
-    raw = view.env.unwrapped.state if hasattr(view.env.unwrapped, "state") else None
-    assert obs.shape == (3, 96, 96) and obs.dtype == np.uint8
-    if raw is not None:
-        np.testing.assert_array_equal(obs, np.asarray(raw).transpose(2, 0, 1))
-    view.close()
-
-
 class _EyeAndSpeed(gymnasium.Env[Any, Any]):
     """A dictionary observation: a 16 x 12 RGB picture and a vector of two."""
 

@@ -16,7 +16,7 @@ from gymnasium import spaces
 from game_bridge.launcher import LaunchConfig
 from game_bridge.vec_env import GameVecEnv
 from games import game_entry, gym_env_factory, launch_settings
-from games.gym.view import make_view
+from games.gym.view import action_scale, make_view
 from tests.conftest import find_free_port_block, godot_style, lander, train_briefly
 
 
@@ -43,24 +43,31 @@ def test_cartpole_learns_over_tcp_and_its_bot_is_scored_and_played(tmp_path: Pat
     assert picture.read_bytes()[:6] == b"GIF89a"
 
 
-def test_a_time_limit_is_a_truncation_with_its_terminal_observation(port_block) -> None:
+@pytest.mark.parametrize("repeat", [None, 2])
+def test_a_time_limit_is_a_truncation_with_its_terminal_observation(
+    port_block, repeat: int | None
+) -> None:
+    """Pendulum's 200 steps over TCP; with ``--action-repeat 2`` each step holds the action
+    for two of the game's, so the time limit comes at the 100th."""
     env = GameVecEnv(
         LaunchConfig(
             **launch_settings("gym:Pendulum-v1"),
             n_instances=2,
             base_port=port_block(2),
             game_args={"agents": "3"},
+            action_repeat=repeat,
         )
     )
+    limit = 200 // (repeat or 1)
     try:
         space = env.observation_space
         assert isinstance(space, spaces.Box)
         assert space.low.tolist() == [-1.0, -1.0, -8.0] and space.high.tolist() == [1, 1, 8]
         assert env.action_space == spaces.Box(-1.0, 1.0, (1,), np.float32)
         env.reset()
-        for step in range(200):  # Pendulum's time limit
+        for step in range(limit):  # Pendulum's time limit
             obs, _rewards, dones, infos = env.step(np.ones((6, 1), dtype=np.float32))
-            assert dones.all() == (step == 199)
+            assert dones.all() == (step == limit - 1)
         assert all(info["TimeLimit.truncated"] for info in infos)
         ended = np.stack([info["terminal_observation"] for info in infos])
         assert ended.shape == (6, 3) and not np.array_equal(ended, obs)  # a new episode began
@@ -82,6 +89,26 @@ def test_box_actions_are_rescaled_from_the_unit_range_to_the_environments_own() 
     assert view.env_action(np.array([1.0])).tolist() == [2.0]
     assert view.env_action(np.array([-0.5])).tolist() == [-1.0]
     assert view.env_action(np.array([7.0])).tolist() == [2.0]  # clipped, as the bridge clips
+
+
+def test_bounds_that_hold_zero_keep_the_policys_zero_as_the_environments() -> None:
+    """CarRacing's steering is [-1, 1], its gas and brake [0, 1]: a policy's 0 is no gas and
+    no brake (each side scaled to its own bound), not half of each; bounds without 0 are
+    spread from their middle; an unbounded side passes as it is."""
+    low, high = np.array([-1.0, 0.0, 0.0, 1.0, -np.inf]), np.array([1.0, 1.0, 1.0, 3.0, np.inf])
+    centre, below, above = action_scale(low, high)
+
+    def scaled(action: list[float]) -> list[float]:
+        values = np.asarray(action)
+        return (centre + np.where(values < 0, below, above) * values).tolist()
+
+    assert scaled([0.0, 0.0, 0.0, 0.0, 0.0]) == [0.0, 0.0, 0.0, 2.0, 0.0]
+    assert scaled([-1.0, -1.0, -0.5, -1.0, -3.0]) == [-1.0, 0.0, 0.0, 1.0, -3.0]
+    assert scaled([1.0, 1.0, 0.25, 1.0, 3.0]) == [1.0, 1.0, 0.25, 3.0, 3.0]
+    view = make_view("CarRacing-v3", {})
+    assert view.env_action(np.zeros(3)).tolist() == [0.0, 0.0, 0.0]
+    assert view.env_action(np.array([-0.5, 0.5, -1.0])).tolist() == [-0.5, 0.5, 0.0]
+    view.close()
 
 
 def test_keyword_arguments_reach_the_environment() -> None:

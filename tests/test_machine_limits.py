@@ -186,6 +186,9 @@ def _help_default(game_flags: list[str], option: str) -> str:
             "--n-epochs",
             "4 for gym:BreakoutNoFrameskip-v4; general: 10",
         ),
+        (["--game", "gym:BreakoutNoFrameskip-v4"], "--log-std-init", "0"),
+        (["--game", "gym:CarRacing-v3"], "--log-std-init", "-2 for gym:CarRacing-v3; general: 0"),
+        (["--game", "gym:CarRacing-v3"], "--n-steps", "512 for gym:CarRacing-v3; general: 64"),
     ],
 )
 def test_help_shows_the_defaults_the_chosen_game_gets(
@@ -193,7 +196,8 @@ def test_help_shows_the_defaults_the_chosen_game_gets(
 ) -> None:
     """``train --help`` with a bundled game shows its own defaults beside the general ones;
     a ``gym:`` game and a game binary show the general ones, a ``gym:`` game that sends
-    pictures the defaults for pictures."""
+    pictures the defaults for pictures, and one that acts continuously from pictures
+    those for continuous actions from pictures too."""
     assert _help_default(game_flags, option).startswith(shown)
 
 

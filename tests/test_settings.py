@@ -16,7 +16,7 @@ from cli.app import app
 from cli.common.train_flags import option_name
 from cli.runs import run_flow
 from games import DEFAULT_GAME, game_entry
-from training.config import PICTURE_DEFAULTS, TUNED, TrainConfig
+from training.config import CONTINUOUS_PICTURE_DEFAULTS, PICTURE_DEFAULTS, TUNED, TrainConfig
 from training.session.trainer import TrainRequest, plan_training
 
 DECLARED = {option_name(item.name) for item in fields(TrainConfig)}
@@ -224,9 +224,15 @@ def test_a_game_that_sends_pictures_starts_from_the_defaults_for_pictures(
         return plan_training(TrainRequest(tmp_path, "seen", overrides=overrides)).config
 
     general = TrainConfig()
-    for game in ("gym:PongNoFrameskip-v4", "gym:CarRacing-v3"):
+    continuous = {**PICTURE_DEFAULTS, **CONTINUOUS_PICTURE_DEFAULTS}
+    for game, expected in (
+        ("gym:PongNoFrameskip-v4", PICTURE_DEFAULTS),
+        ("gym:CarRacing-v3", continuous),
+    ):
         config = planned(game=game)
-        assert {name: getattr(config, name) for name in PICTURE_DEFAULTS} == PICTURE_DEFAULTS
+        assert {name: getattr(config, name) for name in expected} == expected, game
+    pong = planned(game="gym:PongNoFrameskip-v4")
+    assert pong.log_std_init == general.log_std_init and pong.n_steps == PICTURE_DEFAULTS["n_steps"]
     numbers = planned(game="gym:CartPole-v1")
     assert all(getattr(numbers, name) == getattr(general, name) for name in PICTURE_DEFAULTS)
     name, value = next(iter(PICTURE_DEFAULTS.items()))
@@ -235,5 +241,5 @@ def test_a_game_that_sends_pictures_starts_from_the_defaults_for_pictures(
     for game in ("lander", "stroke"):
         vector = planned(game=game)
         camera = planned(game=game, game_args={"observation": "pixels"})
-        for setting in PICTURE_DEFAULTS:
+        for setting in continuous:
             assert getattr(camera, setting) == getattr(vector, setting), (game, setting)

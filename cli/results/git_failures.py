@@ -103,11 +103,17 @@ def commit_failure(repo: git.Repo, error: git.GitCommandError) -> str:
     return last_words(error)
 
 
-def last_words(error: git.GitCommandError) -> str:
-    """git's own message of a failure we do not know, cleaned of GitPython's quoting: its
-    ``error:`` / ``fatal:`` lines joined, or its last line."""
+def git_lines(error: git.GitCommandError) -> list[str]:
+    """git's own output lines of a failure, cleaned of GitPython's quoting (``stderr:
+    '...'``), blank ones dropped."""
     text = (error.stderr or error.stdout or str(error)).replace("stderr: ", "")
-    lines = [line.strip().strip("'").strip() for line in text.splitlines() if line.strip()]
-    lines = [line for line in lines if line]
+    lines = [line.strip().strip("'").strip() for line in text.splitlines()]
+    return [line for line in lines if line]
+
+
+def last_words(error: git.GitCommandError) -> str:
+    """git's own message of a failure we do not know: its ``error:`` / ``fatal:`` lines
+    joined, or its last line."""
+    lines = git_lines(error)
     useful = [line for line in lines if line.startswith(("error", "fatal"))]
     return "; ".join(useful) if useful else (lines[-1] if lines else "git failed")

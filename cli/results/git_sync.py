@@ -19,7 +19,7 @@ from pathlib import Path
 import git
 
 from cli.common.console import how
-from cli.results.git_failures import commit_failure, unfinished_operation
+from cli.results.git_failures import commit_failure, git_lines, unfinished_operation
 from game_bridge.errors import LanderError
 from game_bridge.orphans import die_with_this_process
 from training.config import ConfigError
@@ -107,10 +107,9 @@ def _upstream(repo: git.Repo) -> git.RemoteReference | None:
 
 
 def _first_line(error: git.GitCommandError) -> str:
-    text = (
-        (error.stderr or error.stdout or str(error)).strip().replace("stderr: ", "").strip("' \n")
-    )
-    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    """git's first line that says what failed, with the server's own words where it gave
+    some."""
+    lines = git_lines(error)
     useful = [
         line
         for line in lines

@@ -124,16 +124,31 @@ class LearnerRewards(gymnasium.Wrapper[Any, Any, Any, Any]):
         return obs, float(np.sign(float(reward))), terminated, truncated, info
 
 
-def preprocess(env: gymnasium.Env[Any, Any]) -> gymnasium.Env[Any, Any]:
-    """``env`` (ale-py's) as the learner sees it: see the module's docstring. Its
+def own_frameskip(env: gymnasium.Env[Any, Any]) -> int:
+    """The frames a step of ale-py's environment itself holds (``ALE/Pong-v5``'s
+    ``frameskip`` keyword, 4; the ``NoFrameskip`` ids 1; a stochastic ``(2, 5)`` its
+    middle, rounded)."""
+    skip = getattr(env.unwrapped, "_frameskip", 1)
+    return round(sum(skip) / len(skip)) if isinstance(skip, tuple) else int(skip)
+
+
+def skips_itself(env: gymnasium.Env[Any, Any]) -> bool:
+    """True for an ALE id that skips frames itself, where ``--action-repeat`` would skip
+    again."""
+    skip = getattr(env.unwrapped, "_frameskip", 1)
+    return isinstance(skip, tuple) or int(skip) != 1
+
+
+def preprocess(env: gymnasium.Env[Any, Any], repeat: int | None = None) -> gymnasium.Env[Any, Any]:
+    """``env`` (ale-py's) as the learner sees it: see the module's docstring; ``repeat``
+    frames a step (None: :data:`FRAME_SKIP`) where the id does not skip itself. Its
     observation is ``(4, 84, 84)`` uint8, oldest frame first."""
     from gymnasium.wrappers import AtariPreprocessing, FrameStackObservation
 
-    skips_itself = int(getattr(env.unwrapped, "_frameskip", 1)) != 1
     wrapped: gymnasium.Env[Any, Any] = AtariPreprocessing(
         env,
         noop_max=NOOP_MAX,
-        frame_skip=1 if skips_itself else FRAME_SKIP,
+        frame_skip=1 if skips_itself(env) else repeat or FRAME_SKIP,
         screen_size=SCREEN,
         terminal_on_life_loss=False,
         grayscale_obs=True,

@@ -160,8 +160,11 @@ def main(argv: list[str] | None = None) -> int:
         seed = int(values.get("env_seed", "0"))
         if env_id is None or agents < 1:
             raise ValueError("give --env_id=ENV_ID and --agents of at least 1")
+        repeat = int(values["action_repeat"]) if "action_repeat" in values else None
+        if repeat is not None and repeat < 1:
+            raise ValueError(f"--action_repeat must be at least 1, got {repeat}")
         kwargs = parse_kwargs({k: v for k, v in values.items() if k not in LAUNCH_ARGUMENTS})
-        views = [make_view(env_id, kwargs) for _ in range(agents)]
+        views = [make_view(env_id, kwargs, repeat=repeat) for _ in range(agents)]
     except (ValueError, UnsupportedEnv) as exc:
         print(f"gym-game: {exc}", file=sys.stderr)
         return 2

@@ -86,20 +86,21 @@ def entry_for(env_id: str) -> GameEntry:
         transport="tcp",
         gym_module="games.gym.view",
         gym_id=env_id,
-        env_factory=lambda game_args, _repeat: (
-            lambda: make_view(env_id, parse_kwargs(dict(game_args)))
+        env_factory=lambda game_args, repeat: (
+            lambda: make_view(env_id, parse_kwargs(dict(game_args)), repeat=repeat)
         ),
         observation_size=obs_size,
         action_size=action_size,
         game_args={},
         check_args=lambda game_args: check_env_args(env_id, game_args),
         in_process_kwargs=_in_process_kwargs,
-        scorer=lambda game_args, _repeat: GymScorer(
-            env_id, tuple(sorted(game_args.items())), threshold
+        scorer=lambda game_args, repeat: GymScorer(
+            env_id, tuple(sorted(game_args.items())), threshold, repeat
         ),
         record_name=_record_name(env_id),
         play=_play(env_id),
         page_plays=lambda _game_args: False,
         sees_pictures=lambda _game_args: pictures,
+        continuous_actions=isinstance(action_space, spaces.Box),
         race_reward=float(threshold) if threshold is not None else None,
     )

@@ -34,10 +34,14 @@ def play_episodes(env_id: str, bot: BotRunner, options: PlayOptions) -> PlayResu
     kwargs = parse_kwargs(dict(options.game_args))
     mode = "rgb_array" if options.record is not None else None
     try:
-        views = [make_view(env_id, kwargs, mode if i == 0 else None) for i in range(options.agents)]
+        views = [
+            make_view(env_id, kwargs, mode if i == 0 else None, options.action_repeat)
+            for i in range(options.agents)
+        ]
     except UnsupportedEnv as exc:
         raise ValueError(f"gym:{env_id}: {exc}") from None
-    fps = float(views[0].metadata.get("render_fps") or DEFAULT_FPS)
+    # a step holds an action for several of the game's frames (Atari's 4, a picture's 2)
+    fps = float(views[0].metadata.get("render_fps") or DEFAULT_FPS) / views[0].frames_per_step
     steps = max(1, round(options.seconds * fps))
     obs = [view.reset(seed=options.seed + i)[0] for i, view in enumerate(views)]
     running = np.zeros(len(views))

@@ -25,15 +25,17 @@ class GymScorer:
     :param env_id: the Gymnasium id.
     :param game_args: its ``--game-arg`` settings, as text pairs (hashable).
     :param threshold: its ``reward_threshold`` (None: it declares none).
+    :param repeat: the run's ``--action-repeat`` (None: the game's own).
     """
 
     env_id: str
     game_args: tuple[tuple[str, str], ...]
     threshold: float | None
+    repeat: int | None = None
 
     def _views(self, count: int) -> list[GameView]:
         kwargs = parse_kwargs(dict(self.game_args))
-        return [make_view(self.env_id, kwargs) for _ in range(count)]
+        return [make_view(self.env_id, kwargs, repeat=self.repeat) for _ in range(count)]
 
     def play(
         self, policy: Policy, episodes: int, seed: int

@@ -155,6 +155,29 @@ def _observation_part(source: str | None, space: spaces.Space[Any]) -> Observati
     return ObservationPart(name, source, spaces.Box(low, high, (size,), np.float32))
 
 
+def action_scale(low: np.ndarray, high: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(centre, scale below, scale above)`` that take the policy's ``a`` in [-1, 1] to the
+    environment's ``centre + scale * a`` per dimension.
+
+    Where a dimension's bounds hold 0, the policy's 0 is the environment's 0 and each side
+    of it is scaled to its own bound: a fresh policy, whose actions centre on 0, starts by
+    doing nothing, as SB3 and RL Zoo start it (they clip to the bounds). CarRacing's gas
+    and brake are ``[0, 1]``: scaled from the middle, a fresh policy held the brake at 0.5
+    on average, and the gas too. Bounds around 0 symmetrically (most games) scale as
+    before; where they do not hold 0, [-1, 1] is spread over them from their middle; an
+    unbounded side is sent as is.
+    """
+    bounded = np.isfinite(low) & np.isfinite(high)
+    holds_zero = bounded & (low <= 0) & (high >= 0)
+    middle = bounded & ~holds_zero
+    low, high = np.where(bounded, low, 0.0), np.where(bounded, high, 0.0)
+    centre = np.where(middle, (low + high) / 2, 0.0)
+    half = np.where(middle, (high - low) / 2, 1.0)
+    below = np.where(holds_zero, -low, half)
+    above = np.where(holds_zero, high, half)
+    return centre, below, above
+
+
 class GameView(gymnasium.Wrapper[Any, Any, Any, Any]):
     """The environment as the bridge sees it (see the module's docstring).
 
@@ -162,8 +185,10 @@ class GameView(gymnasium.Wrapper[Any, Any, Any, Any]):
         dictionary of them), and Box, Discrete and MultiDiscrete actions.
     """
 
-    def __init__(self, env: gymnasium.Env[Any, Any]) -> None:
+    def __init__(self, env: gymnasium.Env[Any, Any], frames_per_step: int = 1) -> None:
         super().__init__(env)
+        self.frames_per_step = frames_per_step
+        """The game's own steps (frames) one step of the view holds an action for."""
         inner_obs, inner_action = env.observation_space, env.action_space
         if isinstance(inner_obs, spaces.Dict):
             self.parts = tuple(
@@ -176,17 +201,13 @@ class GameView(gymnasium.Wrapper[Any, Any, Any, Any]):
         else:
             self.parts = (_observation_part(None, inner_obs),)
             self.observation_space = self.parts[0].space
-        self._scale: tuple[np.ndarray, np.ndarray] | None = None
+        self._scale: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
         self._action_start: np.ndarray | int = 0
         if isinstance(inner_action, spaces.Box):
             size = int(np.prod(inner_action.shape))
             a_low = np.asarray(inner_action.low, dtype=np.float64).reshape(-1)
             a_high = np.asarray(inner_action.high, dtype=np.float64).reshape(-1)
-            bounded = np.isfinite(a_low) & np.isfinite(a_high)
-            # [-1, 1] onto [low, high] where both are finite; an unbounded side is sent as is.
-            centre = np.where(bounded, (a_low + a_high) / 2, 0.0)
-            half = np.where(bounded, (a_high - a_low) / 2, 1.0)
-            self._scale = (centre, half)
+            self._scale = action_scale(a_low, a_high)
             self._action_shape = inner_action.shape
             self.action_space = spaces.Box(-1.0, 1.0, (size,), np.float32)
         elif isinstance(inner_action, spaces.Discrete):
@@ -210,9 +231,10 @@ class GameView(gymnasium.Wrapper[Any, Any, Any, Any]):
     def env_action(self, action: Any) -> Any:
         """The protocol's action as the environment takes it."""
         if self._scale is not None:
-            centre, half = self._scale
+            centre, below, above = self._scale
             values = np.clip(np.asarray(action, dtype=np.float64).reshape(-1), -1.0, 1.0)
-            return (centre + half * values).astype(np.float32).reshape(self._action_shape)
+            scaled = centre + np.where(values < 0, below, above) * values
+            return scaled.astype(np.float32).reshape(self._action_shape)
         if isinstance(self.action_space, spaces.MultiDiscrete):
             return np.asarray(action, dtype=np.int64).reshape(-1) + self._action_start
         return int(np.asarray(action).reshape(-1)[0]) + int(self._action_start)
@@ -242,13 +264,19 @@ class GameView(gymnasium.Wrapper[Any, Any, Any, Any]):
         return observations, actions
 
 
-def make_view(env_id: str, kwargs: dict[str, Any], render_mode: str | None = None) -> GameView:
-    """One environment ``env_id`` with ``kwargs``, as the protocol shows it (an ALE game
-    preprocessed as the field trains it: ``games/gym/atari.py``).
+def make_view(
+    env_id: str, kwargs: dict[str, Any], render_mode: str | None = None, repeat: int | None = None
+) -> GameView:
+    """One environment ``env_id`` with ``kwargs``, as the protocol shows it: an ALE game
+    preprocessed as the field trains it (``games/gym/atari.py``), another's picture as
+    ``games/gym/pictures.py`` shows it, each action held ``repeat`` of the game's steps
+    (``--action-repeat``; None: the game's own, 4 frames for ALE, 2 steps for another
+    picture game, 1 for vectors).
 
-    :raises UnsupportedEnv: an environment that cannot be made, or spaces it cannot serve.
+    :raises UnsupportedEnv: an environment that cannot be made, spaces it cannot serve, or
+        an action repeat for an ALE id that skips frames itself.
     """
-    from games.gym import atari
+    from games.gym import atari, pictures
 
     settings: dict[str, Any] = dict(kwargs)
     if render_mode:
@@ -267,5 +295,13 @@ def make_view(env_id: str, kwargs: dict[str, Any], render_mode: str | None = Non
             f"gymnasium.make({env_id!r}) failed: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}"
         ) from None
     if atari.is_atari(env):
-        env = atari.preprocess(env)
-    return GameView(env)
+        if repeat is not None and atari.skips_itself(env):
+            env.close()
+            raise UnsupportedEnv(
+                f"{env_id} skips frames itself: give --game-arg frameskip=N for its frames "
+                "a step instead of --action-repeat (or a NoFrameskip-v4 id)"
+            )
+        frames = atari.own_frameskip(env) if atari.skips_itself(env) else repeat or atari.FRAME_SKIP
+        return GameView(atari.preprocess(env, repeat), frames)
+    held = pictures.default_repeat(env) if repeat is None else repeat
+    return GameView(pictures.preprocess(env, held), held)

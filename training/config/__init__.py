@@ -13,7 +13,7 @@ from training.config.declare import (
     ConfigError,
     setting,
 )
-from training.config.defaults import PICTURE_DEFAULTS
+from training.config.defaults import CONTINUOUS_PICTURE_DEFAULTS, PICTURE_DEFAULTS
 from training.config.files import (
     MAX_SETTINGS_BYTES,
     MAX_YAML_NODES,
@@ -34,6 +34,7 @@ from training.config.settings import (
 
 __all__ = [
     "CAMERA_ENCODERS",
+    "CONTINUOUS_PICTURE_DEFAULTS",
     "FIELD_NAMES",
     "MAX_ACTION_REPEAT",
     "MAX_MEMORY",

@@ -31,3 +31,22 @@ PICTURE_DEFAULTS: dict[str, Any] = {
 }
 """The settings a new run starts from where its game sends pictures (a camera key), over
 the general ones below and under the game's own (the bundled camera modes keep theirs)."""
+
+CONTINUOUS_PICTURE_DEFAULTS: dict[str, Any] = {
+    # Continuous actions from pictures (CarRacing-v3 in the suite), over PICTURE_DEFAULTS.
+    # RL Zoo's CarRacing-v3 entry: a small first std, and more, smaller, slower steps on
+    # fewer, larger rollouts. At the picture defaults (std 1) a fresh policy steers at random
+    # over the whole range, spins off the road, and in 10 minutes the run fell from -35 to
+    # -55 (-41 at best: the zoo 157); a std of 0.37 alone reached -33 in 6 minutes; with all
+    # of these the same run climbed to 40 by 7 minutes and was still climbing by 17 a rollout
+    # (docs/performance.md, "Games that see, third part").
+    "log_std_init": -2.0,
+    "n_steps": 512,
+    "n_epochs": 10,
+    "minibatches": 32,
+    "learning_rate": 1e-4,
+    "clip_range": 0.2,
+}
+"""The settings a new run starts from where its game sends pictures and acts with continuous
+actions, over :data:`PICTURE_DEFAULTS` (the gym games; the bundled camera modes keep
+theirs)."""

@@ -54,7 +54,9 @@ class TrainConfig:
     )
     action_repeat: int | None = setting(
         None,
-        help="Physics ticks per step.",
+        help="The game's own steps (physics ticks, frames) one step of the policy holds its "
+        "action for. A gym: game's own: 4 frames for Atari, 2 for another game of pictures, "
+        "1 for vectors.",
         low=1,
         high=MAX_ACTION_REPEAT,
         shown="the game's own",

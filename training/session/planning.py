@@ -14,6 +14,7 @@ from rich.console import Console
 from games import BUNDLED_GAMES, game_entry
 from training.bots.run_bots import trained_with
 from training.config import (
+    CONTINUOUS_PICTURE_DEFAULTS,
     PICTURE_DEFAULTS,
     SESSION_SETTINGS,
     ConfigError,
@@ -120,13 +121,15 @@ def game_defaults(config: TrainConfig) -> dict[str, Any]:
     """The settings a new run of a bundled game starts from (the defaults for pictures where
     it sends a camera key, under its registry entry's ``train_defaults``, and its
     ``arg_defaults`` for the run's ``--game-arg`` values); for a ``gym:`` game that sends
-    pictures, the defaults for pictures; none for a game binary or server, which is
-    another game."""
+    pictures, the defaults for pictures (and for continuous actions from pictures where
+    it acts so); none for a game binary or server, which is another game."""
     if config.own_game is not None:
         return {}
     entry = game_entry(config.game)
     pictures = dict(PICTURE_DEFAULTS) if entry.sees_pictures(config.game_args) else {}
     if config.game not in BUNDLED_GAMES:
+        if pictures and entry.continuous_actions:
+            pictures.update(CONTINUOUS_PICTURE_DEFAULTS)
         return pictures
     tuned = {**pictures, **entry.train_defaults}
     for (name, value), settings in entry.arg_defaults.items():
