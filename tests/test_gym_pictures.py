@@ -47,7 +47,8 @@ def test_a_held_action_sums_its_rewards_and_stops_at_the_episodes_end() -> None:
     obs, reward, terminated, *_ = held.step(0)
     assert (reward, terminated, obs.tolist()) == (5.0, True, [5.0])  # the 5th ended it
     assert game.actions == [1, 1, 1, 1, 0]
-    assert pictures.preprocess(_Counter(3), None).__class__ is _Counter  # vectors: no repeat
+    vectors = _Counter(3)
+    assert pictures.preprocess(vectors, pictures.default_repeat(vectors)) is vectors  # no repeat
 
 
 def test_a_picture_is_grey_shrunk_and_stacked_under_a_camera_key() -> None:
@@ -78,7 +79,8 @@ def test_a_picture_games_return_is_the_games_own_under_the_repeat() -> None:
             raw.append(float(result[1]))
             return result
 
-    env = pictures.preprocess(Raw(gymnasium.make("CarRacing-v3")), None)
+    game = Raw(gymnasium.make("CarRacing-v3"))
+    env = pictures.preprocess(game, pictures.default_repeat(game))
     env.reset(seed=1)
     total, steps, done = 0.0, 0, False
     while not done:

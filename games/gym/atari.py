@@ -139,16 +139,18 @@ def skips_itself(env: gymnasium.Env[Any, Any]) -> bool:
     return isinstance(skip, tuple) or int(skip) != 1
 
 
-def preprocess(env: gymnasium.Env[Any, Any], repeat: int | None = None) -> gymnasium.Env[Any, Any]:
-    """``env`` (ale-py's) as the learner sees it: see the module's docstring; ``repeat``
-    frames a step (None: :data:`FRAME_SKIP`) where the id does not skip itself. Its
-    observation is ``(4, 84, 84)`` uint8, oldest frame first."""
+def preprocess(
+    env: gymnasium.Env[Any, Any], frame_skip: int = FRAME_SKIP
+) -> gymnasium.Env[Any, Any]:
+    """``env`` (ale-py's) as the learner sees it: see the module's docstring; each step
+    holds ``frame_skip`` frames more than the id's own (1 where the id skips itself, the
+    caller's to decide). Its observation is ``(4, 84, 84)`` uint8, oldest frame first."""
     from gymnasium.wrappers import AtariPreprocessing, FrameStackObservation
 
     wrapped: gymnasium.Env[Any, Any] = AtariPreprocessing(
         env,
         noop_max=NOOP_MAX,
-        frame_skip=1 if skips_itself(env) else repeat or FRAME_SKIP,
+        frame_skip=frame_skip,
         screen_size=SCREEN,
         terminal_on_life_loss=False,
         grayscale_obs=True,

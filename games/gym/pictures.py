@@ -66,13 +66,13 @@ def default_repeat(env: gymnasium.Env[Any, Any]) -> int:
     return PICTURE_REPEAT if is_picture(env.observation_space) else 1
 
 
-def preprocess(env: gymnasium.Env[Any, Any], repeat: int | None) -> gymnasium.Env[Any, Any]:
-    """``env`` (not ALE's) as the learner sees it: its actions held ``repeat`` steps (None:
-    :func:`default_repeat`), and one picture grey, shrunk and stacked (see the module's
-    docstring; ``(PICTURE_STACK, side, side)`` uint8, oldest frame first)."""
+def preprocess(env: gymnasium.Env[Any, Any], held: int) -> gymnasium.Env[Any, Any]:
+    """``env`` (not ALE's) as the learner sees it: its actions held ``held`` steps (the
+    caller's choice, :func:`default_repeat` where the user names none), and one picture
+    grey, shrunk and stacked (see the module's docstring; ``(PICTURE_STACK, side, side)``
+    uint8, oldest frame first)."""
     from gymnasium.wrappers import FrameStackObservation, GrayscaleObservation, ResizeObservation
 
-    held = default_repeat(env) if repeat is None else repeat
     picture = is_picture(env.observation_space)
     wrapped: gymnasium.Env[Any, Any] = RepeatAction(env, held) if held > 1 else env
     if not picture:

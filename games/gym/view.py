@@ -294,14 +294,16 @@ def make_view(
         raise UnsupportedEnv(
             f"gymnasium.make({env_id!r}) failed: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}"
         ) from None
-    if atari.is_atari(env):
-        if repeat is not None and atari.skips_itself(env):
+    if atari.is_atari(env) and atari.skips_itself(env):
+        if repeat is not None:
             env.close()
             raise UnsupportedEnv(
                 f"{env_id} skips frames itself: give --game-arg frameskip=N for its frames "
                 "a step instead of --action-repeat (or a NoFrameskip-v4 id)"
             )
-        frames = atari.own_frameskip(env) if atari.skips_itself(env) else repeat or atari.FRAME_SKIP
-        return GameView(atari.preprocess(env, repeat), frames)
+        return GameView(atari.preprocess(env, frame_skip=1), atari.own_frameskip(env))
+    if atari.is_atari(env):
+        frames = repeat or atari.FRAME_SKIP
+        return GameView(atari.preprocess(env, frames), frames)
     held = pictures.default_repeat(env) if repeat is None else repeat
     return GameView(pictures.preprocess(env, held), held)
