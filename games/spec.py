@@ -166,8 +166,9 @@ class GameEntry:
     :param gym_id: the in-process environment's registered id (None: ``gym_module``'s ``ENV_ID``).
     :param env_factory: what makes the in-process environment of a run's settings (None:
         ``gymnasium.make(gym_id, **in_process_kwargs(...))``).
-    :param check_args: refuses ``--game-arg`` settings the game cannot take, for a game
-        whose settings are not a fixed list (None: ``game_args`` lists them all).
+    :param check_args: refuses ``--game-arg`` settings (with the run's ``--action-repeat``)
+        the game cannot take, for a game whose settings are not a fixed list (None:
+        ``game_args`` lists them all).
     """
 
     name: str
@@ -192,7 +193,7 @@ class GameEntry:
     launch_args: tuple[str, ...] = ()
     gym_id: str | None = None
     env_factory: Callable[[GameArgs, int | None], Callable[[], Any]] | None = None
-    check_args: Callable[[GameArgs], None] | None = None
+    check_args: Callable[[GameArgs, int | None], None] | None = None
     sees_pictures: Callable[[GameArgs], bool] = lambda _game_args: False
     """Whether the game sends a camera key with these ``--game-arg`` settings: a new run
     then starts from the defaults for pictures (training/config/defaults.py ``PICTURE_DEFAULTS``),

@@ -4,6 +4,8 @@ the run's action repeat with the rewards summed, so a return is still the game's
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
 from typing import Any
 
 import cv2
@@ -11,9 +13,14 @@ import gymnasium
 import numpy as np
 import pytest
 from gymnasium import spaces
+from rich.console import Console
 
 from games.gym import pictures
 from games.gym.view import IMAGE_KEY, UnsupportedEnv, make_view
+from training.config import ConfigError
+from training.session.trainer import TrainRequest, train
+
+QUIET = Console(file=open(os.devnull, "w"))  # noqa: SIM115 (lives for the whole module)
 
 
 class _Counter(gymnasium.Env[Any, Any]):
@@ -109,3 +116,12 @@ def test_each_view_knows_the_frames_a_step_holds_and_a_second_skip_is_refused() 
         view.close()
     with pytest.raises(UnsupportedEnv, match="frameskip=N"):
         make_view("ALE/Pong-v5", {}, repeat=2)
+
+
+def test_a_second_skip_is_refused_before_any_game_process_starts(tmp_path: Path) -> None:
+    """``--action-repeat`` on an ALE id that skips frames itself fails the settings check
+    (one line, nothing written), not every game process at launch."""
+    request = TrainRequest(tmp_path, "arep", {"game": "gym:ALE/Pong-v5", "action_repeat": 2})
+    with pytest.raises(ConfigError, match=r"ALE/Pong-v5 skips frames itself.*frameskip=N"):
+        train(request, QUIET)
+    assert not (tmp_path / "checkpoints" / "arep").exists()

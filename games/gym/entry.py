@@ -50,14 +50,15 @@ def _play(env_id: str) -> Callable[[BotRunner, PlayOptions], PlayResult]:
     return play
 
 
-def check_env_args(env_id: str, game_args: GameArgs) -> None:
-    """Make one copy with these settings: a keyword the environment does not take, or spaces
-    the gym game cannot serve, is refused now in one line, not in every game process.
+def check_env_args(env_id: str, game_args: GameArgs, repeat: int | None = None) -> None:
+    """Make one copy with these settings: a keyword the environment does not take, spaces
+    the gym game cannot serve, or an action repeat it cannot take, is refused now in one
+    line, not in every game process.
 
     :raises UnsupportedEnv: naming the environment and what is wrong.
     """
     try:
-        make_view(env_id, parse_kwargs(dict(game_args))).close()
+        make_view(env_id, parse_kwargs(dict(game_args)), repeat=repeat).close()
     except UnsupportedEnv as exc:
         raise UnsupportedEnv(f"--game {PREFIX}{env_id}: {exc}") from None
 
@@ -92,7 +93,7 @@ def entry_for(env_id: str) -> GameEntry:
         observation_size=obs_size,
         action_size=action_size,
         game_args={},
-        check_args=lambda game_args: check_env_args(env_id, game_args),
+        check_args=lambda game_args, repeat: check_env_args(env_id, game_args, repeat),
         in_process_kwargs=_in_process_kwargs,
         scorer=lambda game_args, repeat: GymScorer(
             env_id, tuple(sorted(game_args.items())), threshold, repeat

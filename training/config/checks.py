@@ -78,7 +78,7 @@ def check_config(config: TrainConfig) -> TrainConfig:
     if not is_game_name(config.game):
         raise ConfigError(f"game must be one of {GAME_NAMES}, got {config.game!r}")
     if config.own_game is None:
-        check_bundled_game_args(config.game, config.game_args)
+        check_bundled_game_args(config.game, config.game_args, config.action_repeat)
     if config.game_bin is not None and config.game != DEFAULT_GAME:
         raise ConfigError(
             f"--game {config.game} names a bundled game and --game-bin another: give one"
@@ -110,9 +110,13 @@ def _check_memory(config: TrainConfig) -> None:
             )
 
 
-def check_bundled_game_args(game: str, game_args: dict[str, str]) -> None:
+def check_bundled_game_args(
+    game: str, game_args: dict[str, str], action_repeat: int | None = None
+) -> None:
     """Refuse a ``--game-arg`` the bundled ``game`` does not know, or a value it cannot take,
-    naming what it knows: silently ignored, it would train as if it had not been given.
+    naming what it knows: silently ignored, it would train as if it had not been given. A
+    ``gym:`` game checks its settings with ``--action-repeat`` too (an ALE id that skips
+    frames itself refuses a second skip) before any game process starts.
 
     :raises ConfigError: naming the argument.
     """
@@ -120,7 +124,7 @@ def check_bundled_game_args(game: str, game_args: dict[str, str]) -> None:
         try:
             check = game_entry(game).check_args
             if check is not None:
-                check(game_args)
+                check(game_args, action_repeat)
         except (UnknownGame, ValueError) as exc:
             raise ConfigError(str(exc)) from None
         return
