@@ -198,10 +198,10 @@ class GameEntry:
     """Whether the game sends a camera key with these ``--game-arg`` settings: a new run
     then starts from the defaults for pictures (training/config/defaults.py ``PICTURE_DEFAULTS``),
     under the game's own ``train_defaults`` and ``arg_defaults``."""
-    continuous_actions: bool = False
-    """Whether its actions are continuous (a Box): a ``gym:`` game that sends pictures and
-    acts so starts from the defaults for continuous actions from pictures too
-    (``CONTINUOUS_PICTURE_DEFAULTS``)."""
+    continuous_actions: Callable[[GameArgs], bool] = lambda _game_args: False
+    """Whether its actions are continuous (a Box) with these ``--game-arg`` settings: a
+    ``gym:`` game that sends pictures and acts so starts from the defaults for continuous
+    actions from pictures too (``CONTINUOUS_PICTURE_DEFAULTS``)."""
     page_plays: Callable[[GameArgs], bool] = lambda _game_args: True
     """Whether the web page plays a bot of these ``--game-arg`` settings (the duel's page
     plays the race, not the chase)."""

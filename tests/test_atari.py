@@ -91,6 +91,31 @@ def test_a_step_is_four_frames_84_by_84_grey_four_stacked(env_id: str) -> None:
     assert not np.array_equal(previous[0], previous[3])  # the game moved in 3 steps
 
 
+def test_a_game_seen_through_its_ram_is_a_vector_with_the_same_lives_and_score() -> None:
+    """``--game-arg obs_type=ram``: the console's 128 bytes as one vector key (no frames to
+    shrink or stack), each step 4 frames (the game's last fewer), lives as the learner's episodes and the whole
+    game's raw score at its end, as for the screen."""
+    view = make_view("BreakoutNoFrameskip-v4", {"obs_type": "ram"})
+    assert [(part.is_image, part.space.shape) for part in view.parts] == [(False, (128,))]
+    obs, info = view.reset(seed=0)
+    assert obs.shape == (128,)
+    frame_before, rng, lives_lost = info["frame_number"], np.random.default_rng(0), 0
+    for _ in range(5_000):
+        obs, _, terminated, truncated, info = view.step(int(rng.integers(4)))
+        held = info["frame_number"] - frame_before
+        assert (held == 4 or terminated) and obs.shape == (128,)  # the last may end early
+        frame_before = info["frame_number"]
+        if terminated or truncated:
+            if info[GAME_OVER]:
+                break
+            lives_lost += 1
+            frame_before = view.reset()[1]["frame_number"]
+    else:
+        pytest.fail("no game ended in 5,000 steps")
+    assert lives_lost == 4 and info[SCORE] >= 0  # five lives, the raw score of all five
+    view.close()
+
+
 def test_fire_starts_a_game_that_waits_for_it() -> None:
     """Breakout serves no ball until FIRE: after the reset's FIRE the game is on, so NOOPs
     alone lose the lives one after another."""

@@ -243,3 +243,22 @@ def test_a_game_that_sends_pictures_starts_from_the_defaults_for_pictures(
         camera = planned(game=game, game_args={"observation": "pixels"})
         for setting in continuous:
             assert getattr(camera, setting) == getattr(vector, setting), (game, setting)
+
+
+def test_a_gym_games_settings_decide_its_kind_of_input(tmp_path: Path) -> None:
+    """The defaults follow what the game sends and takes with the run's ``--game-arg``
+    settings, not with its id's own: CarRacing with ``continuous=False`` acts with five
+    keys (the defaults for pictures, not for a wheel), Pong with ``obs_type=ram`` sends 128
+    numbers (the general defaults)."""
+
+    def planned(game: str, game_args: dict[str, str]) -> TrainConfig:
+        request = TrainRequest(tmp_path, "kind", overrides={"game": game, "game_args": game_args})
+        return plan_training(request).config
+
+    general = TrainConfig()
+    keys = planned("gym:CarRacing-v3", {"continuous": "False"})
+    assert {name: getattr(keys, name) for name in PICTURE_DEFAULTS} == PICTURE_DEFAULTS
+    assert keys.log_std_init == general.log_std_init
+    assert keys.learning_rate == PICTURE_DEFAULTS["learning_rate"]
+    ram = planned("gym:ALE/Pong-v5", {"obs_type": "ram"})
+    assert all(getattr(ram, name) == getattr(general, name) for name in PICTURE_DEFAULTS)

@@ -139,14 +139,42 @@ def skips_itself(env: gymnasium.Env[Any, Any]) -> bool:
     return isinstance(skip, tuple) or int(skip) != 1
 
 
+class NoopStart(gymnasium.Wrapper[Any, Any, Any, Any]):
+    """Up to :data:`NOOP_MAX` no-ops after every reset (what ``AtariPreprocessing`` does
+    for pictures), for a game whose observation is its RAM."""
+
+    def reset(self, **kwargs: Any) -> tuple[Any, dict[str, Any]]:
+        obs, info = self.env.reset(**kwargs)
+        for _ in range(int(self.env.unwrapped.np_random.integers(1, NOOP_MAX + 1))):
+            obs, _, terminated, truncated, info = self.env.step(0)
+            if terminated or truncated:
+                obs, info = self.env.reset(**kwargs)
+        return obs, info
+
+
+def sees_ram(env: gymnasium.Env[Any, Any]) -> bool:
+    """True for an ALE id made with ``obs_type="ram"`` (``--game-arg obs_type=ram``, the
+    ``-ram`` ids): its observation is the console's 128 bytes, not the screen."""
+    return len(env.observation_space.shape or ()) == 1
+
+
 def preprocess(
     env: gymnasium.Env[Any, Any], frame_skip: int = FRAME_SKIP
 ) -> gymnasium.Env[Any, Any]:
     """``env`` (ale-py's) as the learner sees it: see the module's docstring; each step
     holds ``frame_skip`` frames more than the id's own (1 where the id skips itself, the
-    caller's to decide). Its observation is ``(4, 84, 84)`` uint8, oldest frame first."""
+    caller's to decide). Its observation is ``(4, 84, 84)`` uint8, oldest frame first; a
+    game seen through its RAM keeps its 128 bytes, a vector (no frames to pool, shrink or
+    stack: the bytes hold what the screen shows), with the same starts, lives and rewards."""
     from gymnasium.wrappers import AtariPreprocessing, FrameStackObservation
 
+    from games.gym.pictures import RepeatAction
+
+    if sees_ram(env):
+        ram: gymnasium.Env[Any, Any] = NoopStart(env)
+        if frame_skip > 1:
+            ram = RepeatAction(ram, frame_skip)
+        return _lives_and_rewards(ram, env)
     wrapped: gymnasium.Env[Any, Any] = AtariPreprocessing(
         env,
         noop_max=NOOP_MAX,
@@ -155,8 +183,15 @@ def preprocess(
         terminal_on_life_loss=False,
         grayscale_obs=True,
     )
+    return FrameStackObservation(_lives_and_rewards(wrapped, env), STACK, padding_type="reset")
+
+
+def _lives_and_rewards(
+    wrapped: gymnasium.Env[Any, Any], game: gymnasium.Env[Any, Any]
+) -> gymnasium.Env[Any, Any]:
+    """A life as the learner's episode, FIRE at starts where ``game`` needs it, rewards
+    clipped for the learner and the raw score at the game's end (the module's docstring)."""
     wrapped = EpisodicLife(wrapped)
-    if needs_fire(env):
+    if needs_fire(game):
         wrapped = FireReset(wrapped)
-    wrapped = LearnerRewards(wrapped)
-    return FrameStackObservation(wrapped, STACK, padding_type="reset")
+    return LearnerRewards(wrapped)

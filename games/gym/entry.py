@@ -38,6 +38,23 @@ def _record_name(env_id: str) -> Callable[[GameArgs], str]:
     return name
 
 
+@cache
+def _spaces_with(env_id: str, game_args: tuple[tuple[str, str], ...]) -> tuple[bool, bool]:
+    """Whether ``env_id`` with these ``--game-arg`` settings sends a picture, and whether
+    it acts continuously: the settings can change both (``obs_type=ram`` makes Pong's
+    picture 128 numbers, ``continuous=False`` CarRacing's wheel five keys), and each
+    decides the defaults a new run starts from. A copy that cannot be made with them
+    answers as the id's own (the settings check names what is wrong)."""
+    try:
+        view = make_view(env_id, parse_kwargs(dict(game_args)))
+    except (UnsupportedEnv, ValueError):
+        view = make_view(env_id, {})
+    try:
+        return any(part.is_image for part in view.parts), isinstance(view.action_space, spaces.Box)
+    finally:
+        view.close()
+
+
 def _play(env_id: str) -> Callable[[BotRunner, PlayOptions], PlayResult]:
     def play(bot: BotRunner, options: PlayOptions) -> PlayResult:
         """Play the bot's episodes in the environment; draw what it renders."""
@@ -101,7 +118,13 @@ def entry_for(env_id: str) -> GameEntry:
         record_name=_record_name(env_id),
         play=_play(env_id),
         page_plays=lambda _game_args: False,
-        sees_pictures=lambda _game_args: pictures,
-        continuous_actions=isinstance(action_space, spaces.Box),
+        sees_pictures=lambda game_args: (
+            _spaces_with(env_id, tuple(sorted(game_args.items())))[0] if game_args else pictures
+        ),
+        continuous_actions=lambda game_args: (
+            _spaces_with(env_id, tuple(sorted(game_args.items())))[1]
+            if game_args
+            else isinstance(action_space, spaces.Box)
+        ),
         race_reward=float(threshold) if threshold is not None else None,
     )

@@ -128,7 +128,7 @@ def game_defaults(config: TrainConfig) -> dict[str, Any]:
     entry = game_entry(config.game)
     pictures = dict(PICTURE_DEFAULTS) if entry.sees_pictures(config.game_args) else {}
     if config.game not in BUNDLED_GAMES:
-        if pictures and entry.continuous_actions:
+        if pictures and entry.continuous_actions(config.game_args):
             pictures.update(CONTINUOUS_PICTURE_DEFAULTS)
         return pictures
     tuned = {**pictures, **entry.train_defaults}
