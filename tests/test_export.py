@@ -91,6 +91,27 @@ def test_numpy_bot_and_onnx_give_the_models_deterministic_actions(
     assert (spec["observation"]["normalization"] is not None) == normalize
 
 
+def test_onnx_normalizes_as_the_run_did_where_an_input_hardly_varied(tmp_path: Path) -> None:
+    """A RAM byte or a constant sensor: a mean near 100 and a spread near 1e-3. In float32
+    the mean alone is off by 4e-6 (0.004 after the division), and the ONNX file's actions
+    moved; it normalizes in float64, as the run and the bot file do."""
+    model, normalizer = briefly_trained("continuous", normalize=True)
+    assert normalizer is not None
+    rms = normalizer.obs_rms
+    rms.mean = rms.mean + np.array([100.3, 57.7, 0, 0, 0, 0, 0])
+    rms.var = rms.var * np.array([1e-6, 1e-6, 1, 1, 1, 1, 1])
+    result = export_policy(
+        model, normalizer, "narrow", tmp_path / "narrow.json", tmp_path / "narrow.onnx"
+    )
+    assert result.onnx_parity.max_abs_diff <= 1e-5
+    rng = np.random.default_rng(5)
+    obs = (rms.mean + np.sqrt(rms.var) * rng.standard_normal((5_000, 7))).astype(np.float32)
+    expected, _ = model.predict(normalizer.normalize_obs(obs), deterministic=True)
+    session = onnxruntime.InferenceSession(str(tmp_path / "narrow.onnx"))
+    output, _ = session.run(None, {"obs": obs, "state_ins": np.zeros(len(obs), np.float32)})
+    assert np.max(np.abs(np.clip(output, -1, 1) - expected)) <= 1e-5
+
+
 def test_onnx_file_has_the_plugin_layout(tmp_path: Path) -> None:
     model, _ = briefly_trained("continuous")
     export_policy(model, None, "layout", tmp_path / "layout.json", tmp_path / "layout.onnx")

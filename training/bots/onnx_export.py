@@ -59,9 +59,13 @@ class _OnnxPolicy(torch.nn.Module):
             log_std.detach().clone().float() if log_std is not None else torch.zeros(1),
         )
         self.normalize = normalization is not None
-        mean = torch.tensor(normalization["mean"] if normalization else [0.0], dtype=torch.float32)
+        # In float64, as VecNormalize and the bot file compute it: an input that hardly
+        # varied over the run (a RAM byte, a constant sensor) has a scale near 1e-4, and a
+        # float32 mean of 100 is already off by 4e-6, 0.04 after the division; Pong's RAM
+        # policy's logits moved by 7e-5 and one choice in 10,000 flipped.
+        mean = torch.tensor(normalization["mean"] if normalization else [0.0], dtype=torch.float64)
         scale = torch.tensor(
-            normalization["scale"] if normalization else [1.0], dtype=torch.float32
+            normalization["scale"] if normalization else [1.0], dtype=torch.float64
         )
         self.mean: torch.Tensor
         self.scale: torch.Tensor
@@ -75,7 +79,8 @@ class _OnnxPolicy(torch.nn.Module):
         *keys, state_ins = inputs
         obs = keys[0] if len(keys) == 1 else torch.cat(keys, dim=1)
         if self.normalize:
-            obs = torch.clamp((obs - self.mean) / self.scale, -self.clip, self.clip)
+            obs = torch.clamp((obs.double() - self.mean) / self.scale, -self.clip, self.clip)
+            obs = obs.float()
         if self.extractor is not None:
             obs = self.extractor(self._split(obs))
         if self.memory_cell is not None:
