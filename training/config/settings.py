@@ -269,7 +269,11 @@ class TrainConfig:
         0.5, help="Gradient clipping norm.", low=1e-9, resumable=True, panel="PPO"
     )
     net_width: int = setting(
-        64, help="Units in each of the two hidden layers (policy and value).", low=1, panel="PPO"
+        64,
+        help="Units in each of the two hidden layers (policy and value); 0: none, the heads "
+        "read the features as they are.",
+        low=0,
+        panel="PPO",
     )
     camera_encoder: str = setting(
         "centroids",

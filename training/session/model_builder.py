@@ -81,7 +81,7 @@ def make_ppo_model(
     ppo_settings["batch_size"] = config.minibatch_size(env.num_envs)
     algorithm = PPO if config.collector == "sb3" else LeanPPO
     if resume is None:
-        width = [config.net_width] * 2
+        width = [config.net_width] * 2 if config.net_width else []
         policy_kwargs: dict[str, Any] = {"net_arch": {"pi": width, "vf": width}}
         if isinstance(env.action_space, spaces.Box):  # a Gaussian policy: its initial std
             policy_kwargs["log_std_init"] = config.log_std_init
