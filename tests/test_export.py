@@ -112,6 +112,20 @@ def test_onnx_normalizes_as_the_run_did_where_an_input_hardly_varied(tmp_path: P
     assert np.max(np.abs(np.clip(output, -1, 1) - expected)) <= 1e-5
 
 
+def test_a_policy_without_hidden_layers_trains_and_exports_with_parity(tmp_path: Path) -> None:
+    """``--net-width 0``: the action layer reads the observation (the features) as it is;
+    the run trains, and its bot file and ONNX pass parity (the export refuses otherwise)
+    with one layer."""
+    trained = lander(
+        tmp_path, "train", "flat", "--net-width", "0", "--timesteps", "2048", "--in-process",
+        "--no-git", timeout=300,
+    )  # fmt: skip
+    assert trained.returncode == 0, trained.stdout + trained.stderr
+    assert "exported bots/flat.json and bots/flat.onnx" in trained.stdout
+    spec = json.loads((tmp_path / "bots" / "flat.json").read_text())
+    assert [layer["activation"] for layer in spec["layers"]] == ["linear"]
+
+
 def test_onnx_file_has_the_plugin_layout(tmp_path: Path) -> None:
     model, _ = briefly_trained("continuous")
     export_policy(model, None, "layout", tmp_path / "layout.json", tmp_path / "layout.onnx")

@@ -37,12 +37,14 @@ def estimated_checkpoint_bytes(
     config: TrainConfig, observation_size: int, action_size: int, pictures: bool
 ) -> int:
     """About how large one checkpoint of a new run is: the actor's and critic's weights
-    (``--net-width``, two layers each), a camera encoder where the game sends pictures,
-    each with the optimizer's two moments, and the zip's own bytes."""
+    (``--net-width``, two layers each, or none: the heads read the features), a camera
+    encoder where the game sends pictures, each with the optimizer's two moments, and the
+    zip's own bytes."""
     width = config.net_width
     inputs = FEATURES if pictures else observation_size
-    body = (inputs + 1) * width + (width + 1) * width
-    weights = 2 * body + (width + 1) * (action_size + 1) + action_size
+    body = (inputs + 1) * width + (width + 1) * width if width else 0
+    read = width or inputs  # what the action and value layers read
+    weights = 2 * body + (read + 1) * (action_size + 1) + action_size
     if pictures:
         weights += ENCODER_WEIGHTS.get(config.camera_encoder, 0)
     return weights * 4 * 3 + ZIP_OVERHEAD
