@@ -23,6 +23,7 @@ import gymnasium
 import numpy as np
 
 from game_bridge.protocol import GAME_OVER, SCORE
+from games.gym.pictures import RepeatAction
 
 NOOP_MAX = 30
 """No-op actions at most at a game's start (Mnih et al. 2015; SB3's ``NoopResetEnv``)."""
@@ -167,8 +168,6 @@ def preprocess(
     game seen through its RAM keeps its 128 bytes, a vector (no frames to pool, shrink or
     stack: the bytes hold what the screen shows), with the same starts, lives and rewards."""
     from gymnasium.wrappers import AtariPreprocessing, FrameStackObservation
-
-    from games.gym.pictures import RepeatAction
 
     if sees_ram(env):
         ram: gymnasium.Env[Any, Any] = NoopStart(env)

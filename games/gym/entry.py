@@ -47,7 +47,7 @@ def _spaces_with(env_id: str, game_args: tuple[tuple[str, str], ...]) -> tuple[b
     answers as the id's own (the settings check names what is wrong)."""
     try:
         view = make_view(env_id, parse_kwargs(dict(game_args)))
-    except (UnsupportedEnv, ValueError):
+    except UnsupportedEnv:
         view = make_view(env_id, {})
     try:
         return any(part.is_image for part in view.parts), isinstance(view.action_space, spaces.Box)
@@ -97,6 +97,13 @@ def entry_for(env_id: str) -> GameEntry:
     pictures = any(part.is_image for part in view.parts)
     view.close()
     action_size = int(action_space.shape[0]) if isinstance(action_space, spaces.Box) else 1
+
+    def kind(game_args: GameArgs) -> tuple[bool, bool]:
+        """(sends a picture, acts continuously) with these settings; the id's own without."""
+        if not game_args:
+            return pictures, isinstance(action_space, spaces.Box)
+        return _spaces_with(env_id, tuple(sorted(game_args.items())))
+
     return GameEntry(
         name=f"{PREFIX}{env_id}",
         module="games.gym",
@@ -118,13 +125,7 @@ def entry_for(env_id: str) -> GameEntry:
         record_name=_record_name(env_id),
         play=_play(env_id),
         page_plays=lambda _game_args: False,
-        sees_pictures=lambda game_args: (
-            _spaces_with(env_id, tuple(sorted(game_args.items())))[0] if game_args else pictures
-        ),
-        continuous_actions=lambda game_args: (
-            _spaces_with(env_id, tuple(sorted(game_args.items())))[1]
-            if game_args
-            else isinstance(action_space, spaces.Box)
-        ),
+        sees_pictures=lambda game_args: kind(game_args)[0],
+        continuous_actions=lambda game_args: kind(game_args)[1],
         race_reward=float(threshold) if threshold is not None else None,
     )
