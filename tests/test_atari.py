@@ -257,6 +257,37 @@ def test_every_camera_encoder_exports_with_parity_once_trained(
         assert parity.max_abs_diff <= CONTINUOUS_TOLERANCE, parity
 
 
+@pytest.mark.parametrize("encoder", ["small", "nature"])
+def test_a_cnn_encoders_width_is_saved_with_the_policy_and_older_policies_load_at_theirs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, encoder: str
+) -> None:
+    """A new policy's CNN is as wide as ``CNN_FEATURES`` says when it is built, and stays so
+    when loaded after the default changed; a policy saved before the width was an argument
+    (its saved arguments lack it) loads at the width it was built with."""
+    from stable_baselines3 import PPO
+    from stable_baselines3.common.vec_env import DummyVecEnv
+
+    from training.ppo import camera_policy
+
+    env = DummyVecEnv([lambda: make_view("BreakoutNoFrameskip-v4", {})])
+    monkeypatch.setattr(camera_policy, "CNN_FEATURES", 96)
+    model = PPO("CnnPolicy", env, n_steps=16, batch_size=16, device="cpu",
+                policy_kwargs=camera_policy.camera_policy_kwargs(encoder))  # fmt: skip
+    assert model.policy.features_extractor.features_dim == 96
+    model.save(tmp_path / "new.zip")
+    older = dict(model.policy_kwargs)
+    older["features_extractor_kwargs"] = {
+        k: v for k, v in older["features_extractor_kwargs"].items() if k != "features"
+    }
+    PPO("CnnPolicy", env, n_steps=16, batch_size=16, device="cpu",
+        policy_kwargs=older).save(tmp_path / "old.zip")  # fmt: skip
+    monkeypatch.setattr(camera_policy, "CNN_FEATURES", 128)
+    assert PPO.load(tmp_path / "new.zip", device="cpu").policy.features_dim == 96
+    loaded = PPO.load(tmp_path / "old.zip", device="cpu")
+    assert loaded.policy.features_dim == camera_policy.SAVED_FEATURES
+    env.close()
+
+
 def test_the_monitor_logs_whole_games_at_their_raw_score() -> None:
     """Over a real preprocessed SpaceInvaders in-process: the episodes ``GameMonitor``
     records (what every printed reward reads) are whole games at the emulator's total, while

@@ -38,10 +38,11 @@ CENTROID_MAPS = 8
 CENTROID_POOL = 2
 """Pixels averaged (per side) before the maps are made: a quarter of the work, and a
 point drawn across pixels still moves its centroid smoothly."""
-NATURE_FEATURES = 256
-"""The width of SB3's CNN's output when ``--camera-encoder nature``."""
-SMALL_FEATURES = 256
-"""The width of the small CNN's output when ``--camera-encoder small``."""
+SAVED_FEATURES = 256
+"""The width of the CNN encoders' output (``small``, ``nature``) in policies saved before
+the width was a saved argument of :class:`CameraExtractor`: they load at it."""
+CNN_FEATURES = 256
+"""The width of the CNN encoders' output in new policies."""
 
 
 class Centroids(nn.Module):
@@ -159,7 +160,7 @@ class CentroidEncoder(nn.Sequential):
         return last if isinstance(last, Whitening) else None
 
 
-def small_cnn(space: gymnasium.spaces.Box) -> nn.Sequential:
+def small_cnn(space: gymnasium.spaces.Box, features: int = SAVED_FEATURES) -> nn.Sequential:
     """``--camera-encoder small``: the network of the first DQN (Mnih et al. 2013), 16
     maps of 8 x 8 by 4, then 32 of 4 x 4 by 2, and a dense layer: on 84 x 84 x 4 frames
     2.9M multiply-adds a frame against the Nature CNN's 9.4M, for a CPU that pays for
@@ -173,16 +174,19 @@ def small_cnn(space: gymnasium.spaces.Box) -> nn.Sequential:
     )
     with torch.no_grad():
         width = int(convolutions(torch.zeros(1, *space.shape)).shape[1])
-    return nn.Sequential(convolutions, nn.Linear(width, SMALL_FEATURES), nn.ReLU())
+    return nn.Sequential(convolutions, nn.Linear(width, features), nn.ReLU())
 
 
-def camera_encoder(space: gymnasium.spaces.Box, encoder: str, whiten: bool) -> nn.Module:
-    """The encoder of one camera key named by ``--camera-encoder``."""
+def camera_encoder(
+    space: gymnasium.spaces.Box, encoder: str, whiten: bool, features: int = SAVED_FEATURES
+) -> nn.Module:
+    """The encoder of one camera key named by ``--camera-encoder`` (a CNN's output
+    ``features`` wide)."""
     if encoder == "centroids":
         return centroid_encoder(space, whiten=whiten)
     if encoder == "small":
-        return small_cnn(space)
-    return NatureCNN(space, NATURE_FEATURES, normalized_image=False)
+        return small_cnn(space, features)
+    return NatureCNN(space, features, normalized_image=False)
 
 
 def centroid_encoder(
@@ -221,6 +225,8 @@ class CameraExtractor(BaseFeaturesExtractor):
         channels; kept here so the saved model says how its players must stack.
     :param whiten: the centroid encoders end in a :class:`Whitening` (new policies; a
         policy saved before it was built without, and its saved arguments say so).
+    :param features: the width of a CNN encoder's output (a policy saved without it has
+        :data:`SAVED_FEATURES`).
     """
 
     def __init__(
@@ -229,6 +235,7 @@ class CameraExtractor(BaseFeaturesExtractor):
         encoder: str = "centroids",
         frames: int = 1,
         whiten: bool = False,
+        features: int = SAVED_FEATURES,
     ) -> None:
         if encoder not in CAMERA_ENCODERS:
             raise ValueError(f"camera encoder must be one of {', '.join(CAMERA_ENCODERS)}")
@@ -242,7 +249,7 @@ class CameraExtractor(BaseFeaturesExtractor):
         for _, space in parts:
             assert isinstance(space, gymnasium.spaces.Box)
             if is_camera(space):
-                module: nn.Module = camera_encoder(space, encoder, whiten)
+                module: nn.Module = camera_encoder(space, encoder, whiten, features)
             else:
                 module = nn.Flatten()
             with torch.no_grad():
@@ -284,10 +291,8 @@ def sees_images(space: gymnasium.spaces.Space[Any]) -> bool:
 def camera_policy_kwargs(encoder: str, frames: int = 1) -> dict[str, Any]:
     """The ``policy_kwargs`` that give a new policy lander's camera extractor (its centroid
     encoders whitened)."""
-    return {
-        "features_extractor_class": CameraExtractor,
-        "features_extractor_kwargs": {"encoder": encoder, "frames": frames, "whiten": True},
-    }
+    arguments = {"encoder": encoder, "frames": frames, "whiten": True, "features": CNN_FEATURES}
+    return {"features_extractor_class": CameraExtractor, "features_extractor_kwargs": arguments}
 
 
 # -- refitting the whitening after each rollout ------------------------------------------
