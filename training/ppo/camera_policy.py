@@ -160,7 +160,7 @@ class CentroidEncoder(nn.Sequential):
         return last if isinstance(last, Whitening) else None
 
 
-def small_cnn(space: gymnasium.spaces.Box, features: int = SAVED_FEATURES) -> nn.Sequential:
+def small_cnn(space: gymnasium.spaces.Box, features: int) -> nn.Sequential:
     """``--camera-encoder small``: the network of the first DQN (Mnih et al. 2013), 16
     maps of 8 x 8 by 4, then 32 of 4 x 4 by 2, and a dense layer: on 84 x 84 x 4 frames
     2.9M multiply-adds a frame against the Nature CNN's 9.4M, for a CPU that pays for
@@ -178,7 +178,7 @@ def small_cnn(space: gymnasium.spaces.Box, features: int = SAVED_FEATURES) -> nn
 
 
 def camera_encoder(
-    space: gymnasium.spaces.Box, encoder: str, whiten: bool, features: int = SAVED_FEATURES
+    space: gymnasium.spaces.Box, encoder: str, whiten: bool, features: int
 ) -> nn.Module:
     """The encoder of one camera key named by ``--camera-encoder`` (a CNN's output
     ``features`` wide)."""
