@@ -205,10 +205,6 @@ def _run_lander(args: argparse.Namespace) -> None:
         from training.ppo.lean_ppo import LeanPPO
 
         LeanPPO.numpy_camera = bool(settings.pop("numpy_camera"))
-    if "cnn_features" in settings:  # a benchmark's side: the CNN encoders' output width
-        from training.ppo import camera_policy
-
-        camera_policy.CNN_FEATURES = int(settings.pop("cnn_features"))
     overrides = {
         "timesteps": 10**9,
         "checkpoint_every": 10**9,

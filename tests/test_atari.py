@@ -248,7 +248,7 @@ def test_every_camera_encoder_exports_with_parity_once_trained(
     env = DummyVecEnv([lambda: make_view("CarRacing-v3", {}) for _ in range(2)])
     model = LeanPPO(
         "CnnPolicy", env, n_steps=64, batch_size=64, n_epochs=2, learning_rate=3e-3, seed=0,
-        device="cpu", policy_kwargs=camera_policy_kwargs(encoder),
+        device="cpu", policy_kwargs=camera_policy_kwargs(encoder, 1, 256),
     )  # fmt: skip
     model.learn(384)
     env.close()
@@ -259,20 +259,21 @@ def test_every_camera_encoder_exports_with_parity_once_trained(
 
 @pytest.mark.parametrize("encoder", ["small", "nature"])
 def test_a_cnn_encoders_width_is_saved_with_the_policy_and_older_policies_load_at_theirs(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, encoder: str
+    tmp_path: Path, encoder: str
 ) -> None:
-    """A new policy's CNN is as wide as ``CNN_FEATURES`` says when it is built, and stays so
-    when loaded after the default changed; a policy saved before the width was an argument
-    (its saved arguments lack it) loads at the width it was built with."""
+    """``--cnn-features`` sets how wide a new policy's CNN is, and the saved policy keeps
+    it (it loads at its own width whatever the run's setting); a policy saved before the
+    width was an argument (its saved arguments lack it) loads at the width it was built with."""
     from stable_baselines3 import PPO
     from stable_baselines3.common.vec_env import DummyVecEnv
 
+    from training.config import TrainConfig
     from training.ppo import camera_policy
+    from training.session.model_builder import make_ppo_model
 
     env = DummyVecEnv([lambda: make_view("BreakoutNoFrameskip-v4", {})])
-    monkeypatch.setattr(camera_policy, "CNN_FEATURES", 96)
-    model = PPO("CnnPolicy", env, n_steps=16, batch_size=16, device="cpu",
-                policy_kwargs=camera_policy.camera_policy_kwargs(encoder))  # fmt: skip
+    config = TrainConfig(camera_encoder=encoder, cnn_features=96, n_steps=16, device="cpu")
+    model = make_ppo_model(config, env, None, None)
     assert model.policy.features_extractor.features_dim == 96
     model.save(tmp_path / "new.zip")
     older = dict(model.policy_kwargs)
@@ -281,7 +282,6 @@ def test_a_cnn_encoders_width_is_saved_with_the_policy_and_older_policies_load_a
     }
     PPO("CnnPolicy", env, n_steps=16, batch_size=16, device="cpu",
         policy_kwargs=older).save(tmp_path / "old.zip")  # fmt: skip
-    monkeypatch.setattr(camera_policy, "CNN_FEATURES", 128)
     assert PPO.load(tmp_path / "new.zip", device="cpu").policy.features_dim == 96
     loaded = PPO.load(tmp_path / "old.zip", device="cpu")
     assert loaded.policy.features_dim == camera_policy.SAVED_FEATURES

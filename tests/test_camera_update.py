@@ -78,7 +78,7 @@ def _camera_model(discrete: bool, vector: bool, **settings: Any) -> LeanPPO:
         learning_rate=3e-3,
         seed=0,
         device="cpu",
-        policy_kwargs=camera_policy_kwargs("centroids"),
+        policy_kwargs=camera_policy_kwargs("centroids", 1, 256),
         **settings,
     )
     model.numpy_camera = True
@@ -147,7 +147,7 @@ def _as_tensors(observations: Any, rows: int) -> Any:
 def sweep_model(discrete: bool, vector: bool, envs: int, **extractor: Any) -> LeanPPO:
     """A camera model over ``envs`` sweeping dots, rollouts of 10 steps in 2 minibatches;
     ``extractor`` adds to the camera extractor's arguments."""
-    kwargs = camera_policy_kwargs("centroids")
+    kwargs = camera_policy_kwargs("centroids", 1, 256)
     kwargs["features_extractor_kwargs"].update(extractor)
     return LeanPPO(
         "MultiInputPolicy" if vector else "CnnPolicy",

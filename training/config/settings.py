@@ -283,6 +283,16 @@ class TrainConfig:
         choices=CAMERA_ENCODERS,
         panel="PPO",
     )
+    # The width of a CNN encoder's output (small, nature): SB3's NatureCNN makes 512, the
+    # zoo's Atari PPO reads them with linear heads.
+    cnn_features: int = setting(
+        256,
+        help="Features a CNN camera encoder ('small', 'nature') hands the policy's heads "
+        "(SB3's NatureCNN: 512); fixed when a run starts.",
+        low=1,
+        high=4096,
+        panel="PPO",
+    )
     frame_stack: int = setting(
         1,
         help="Camera frames the policy sees at once: each camera key as its last N frames, "

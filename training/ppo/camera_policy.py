@@ -41,8 +41,6 @@ point drawn across pixels still moves its centroid smoothly."""
 SAVED_FEATURES = 256
 """The width of the CNN encoders' output (``small``, ``nature``) in policies saved before
 the width was a saved argument of :class:`CameraExtractor`: they load at it."""
-CNN_FEATURES = 256
-"""The width of the CNN encoders' output in new policies."""
 
 
 class Centroids(nn.Module):
@@ -288,10 +286,10 @@ def sees_images(space: gymnasium.spaces.Space[Any]) -> bool:
     return any(is_camera(part) for part in parts)
 
 
-def camera_policy_kwargs(encoder: str, frames: int = 1) -> dict[str, Any]:
+def camera_policy_kwargs(encoder: str, frames: int, features: int) -> dict[str, Any]:
     """The ``policy_kwargs`` that give a new policy lander's camera extractor (its centroid
-    encoders whitened)."""
-    arguments = {"encoder": encoder, "frames": frames, "whiten": True, "features": CNN_FEATURES}
+    encoders whitened; a CNN encoder ``features`` wide, ``--cnn-features``)."""
+    arguments = {"encoder": encoder, "frames": frames, "whiten": True, "features": features}
     return {"features_extractor_class": CameraExtractor, "features_extractor_kwargs": arguments}
 
 

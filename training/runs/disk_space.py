@@ -19,11 +19,12 @@ DISK_FULL_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
 """No space left, a quota reached, a file past the size limit: the disk said no."""
 ZIP_OVERHEAD = 30_000
 """Bytes of an SB3 zip besides the tensors: the data JSON, versions, the optimizer's layout."""
-ENCODER_WEIGHTS = {"small": 680_000, "nature": 1_690_000, "centroids": 10_000}
-"""About how many weights each camera encoder adds for a stack of 84 x 84 frames
-(``training/ppo/camera_policy.py``)."""
-FEATURES = 512
-"""What a camera encoder hands the actor and critic (at most: the Nature CNN's 512)."""
+ENCODER_WEIGHTS = {"small": (21_000, 2_592), "nature": (78_000, 3_136), "centroids": (0, 0)}
+"""About how many weights each camera encoder's convolutions hold for a stack of 84 x 84
+frames, and how many values they hand the CNN's dense layer (``--cnn-features`` wide;
+``training/ppo/camera_policy.py``)."""
+CENTROID_FEATURES = 24
+"""What the centroid encoder hands the actor and critic (its 8 maps' x, y and mass)."""
 ROLLOUT_LOG_BYTES = 3_000
 """TensorBoard scalars and ``train.log`` lines a rollout adds (about 20 scalars, one line)."""
 
@@ -41,12 +42,14 @@ def estimated_checkpoint_bytes(
     encoder where the game sends pictures, each with the optimizer's two moments, and the
     zip's own bytes."""
     width = config.net_width
-    inputs = FEATURES if pictures else observation_size
+    convolutions, flat = ENCODER_WEIGHTS.get(config.camera_encoder, (0, 0))
+    cnn = pictures and flat > 0
+    inputs = (config.cnn_features if cnn else CENTROID_FEATURES) if pictures else observation_size
     body = (inputs + 1) * width + (width + 1) * width if width else 0
     read = width or inputs  # what the action and value layers read
     weights = 2 * body + (read + 1) * (action_size + 1) + action_size
-    if pictures:
-        weights += ENCODER_WEIGHTS.get(config.camera_encoder, 0)
+    if cnn:
+        weights += convolutions + (flat + 1) * config.cnn_features
     return weights * 4 * 3 + ZIP_OVERHEAD
 
 

@@ -86,7 +86,9 @@ def make_ppo_model(
         if isinstance(env.action_space, spaces.Box):  # a Gaussian policy: its initial std
             policy_kwargs["log_std_init"] = config.log_std_init
         if image:
-            policy_kwargs.update(camera_policy_kwargs(config.camera_encoder, config.frame_stack))
+            policy_kwargs.update(
+                camera_policy_kwargs(config.camera_encoder, config.frame_stack, config.cnn_features)
+            )
         if config.memory:
             # The critic keeps a memory of its own (RecurrentPPO's default): see
             # docs/performance.md, "Bots that remember".
