@@ -288,6 +288,32 @@ def test_a_cnn_encoders_width_is_saved_with_the_policy_and_older_policies_load_a
     env.close()
 
 
+@pytest.mark.parametrize(("encoder", "features", "width"), [("small", 256, 64), ("nature", 512, 0)])
+def test_the_disk_estimate_of_a_camera_checkpoint_is_near_a_saved_ones_size(
+    tmp_path: Path, encoder: str, features: int, width: int
+) -> None:
+    """What start warns of before a Breakout run writes anything is within a quarter of the
+    size of a checkpoint the run saves (after an update: Adam's moments with the weights),
+    at the CNN's width the run asked for."""
+    from stable_baselines3.common.vec_env import DummyVecEnv
+
+    from training.config import TrainConfig
+    from training.runs.disk_space import estimated_checkpoint_bytes
+    from training.session.model_builder import make_ppo_model
+
+    env = DummyVecEnv([lambda: make_view("BreakoutNoFrameskip-v4", {})])
+    config = TrainConfig(
+        camera_encoder=encoder, cnn_features=features, net_width=width, n_steps=16, device="cpu"
+    )
+    model = make_ppo_model(config, env, None, None)
+    model.learn(16)  # one update: the optimizer's moments are in the checkpoint too
+    model.save(tmp_path / "run.zip")
+    env.close()
+    saved = (tmp_path / "run.zip").stat().st_size
+    estimate = estimated_checkpoint_bytes(config, 0, 4, pictures=True)
+    assert 0.75 * saved <= estimate <= 1.25 * saved, (estimate, saved)
+
+
 def test_the_monitor_logs_whole_games_at_their_raw_score() -> None:
     """Over a real preprocessed SpaceInvaders in-process: the episodes ``GameMonitor``
     records (what every printed reward reads) are whole games at the emulator's total, while
