@@ -43,8 +43,13 @@ def estimated_checkpoint_bytes(
     zip's own bytes."""
     width = config.net_width
     convolutions, flat = ENCODER_WEIGHTS.get(config.camera_encoder, (0, 0))
-    cnn = pictures and flat > 0
-    inputs = (config.cnn_features if cnn else CENTROID_FEATURES) if pictures else observation_size
+    cnn = pictures and flat > 0  # the centroids hand their few features on as they are
+    if cnn:
+        inputs = config.cnn_features
+    elif pictures:
+        inputs = CENTROID_FEATURES
+    else:
+        inputs = observation_size
     body = (inputs + 1) * width + (width + 1) * width if width else 0
     read = width or inputs  # what the action and value layers read
     weights = 2 * body + (read + 1) * (action_size + 1) + action_size
