@@ -38,6 +38,8 @@ CENTROID_MAPS = 8
 CENTROID_POOL = 2
 """Pixels averaged (per side) before the maps are made: a quarter of the work, and a
 point drawn across pixels still moves its centroid smoothly."""
+CNN_ENCODERS = ("small", "nature")
+"""The ``--camera-encoder`` choices that are convolutional networks."""
 SAVED_FEATURES = 256
 """The width of the CNN encoders' output (``small``, ``nature``) in policies saved before
 the width was a saved argument of :class:`CameraExtractor`: they load at it."""
@@ -262,17 +264,28 @@ class CameraExtractor(BaseFeaturesExtractor):
         self.encoders = nn.ModuleList(encoders)
         self.frames = frames
         self.camera_keys = tuple(key for key, space in parts if is_camera(space))
+        self.channels_last = encoder in CNN_ENCODERS
+        """A CNN's frames go in channels last: torch's CPU convolutions (oneDNN) then run
+        an update 1.3x to 1.4x as fast as on the frames' own channels-first layout
+        (benchmarks/cnn_layout.py), and a Breakout run played 1.25x the samples in 3
+        minutes; the numbers are the same, only their order in memory."""
 
     def forward(self, observations: Any) -> torch.Tensor:
         if not self.keyed:
-            return self.encoders[0](observations)
+            return self.encoders[0](self._layout(observations))
         return torch.cat(
             [
-                module(observations[key])
+                module(self._layout(observations[key]))
                 for key, module in zip(self.keys, self.encoders, strict=True)
             ],
             dim=1,
         )
+
+    def _layout(self, part: torch.Tensor) -> torch.Tensor:
+        """A camera key's frames channels last for a CNN; anything else as it is."""
+        if self.channels_last and part.dim() == 4:
+            return part.contiguous(memory_format=torch.channels_last)
+        return part
 
 
 def is_camera(space: gymnasium.spaces.Space[Any]) -> bool:
