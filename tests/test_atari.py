@@ -291,14 +291,16 @@ def test_a_cnn_encoders_width_is_saved_with_the_policy_and_older_policies_load_a
 @pytest.mark.parametrize("encoder", ["small", "nature"])
 def test_a_cnn_sees_its_frames_channels_last_with_the_same_numbers(encoder: str) -> None:
     """The extractor hands a CNN its frames channels last (torch's CPU convolutions run
-    faster so): its features and their gradients are those of the frames' own layout."""
+    faster so): its features and their gradients are those of the frames' own layout (in
+    float64, where a float32 rounding cannot flip a ReLU one way in one layout only)."""
     import torch
 
     from training.ppo.camera_policy import CameraExtractor
 
+    torch.manual_seed(0)
     space = spaces.Box(0, 255, (4, 84, 84), np.uint8)
-    extractor = CameraExtractor(space, encoder, frames=4, features=64)
-    frames = torch.rand(8, 4, 84, 84)
+    extractor = CameraExtractor(space, encoder, frames=4, features=64).double()
+    frames = torch.rand(8, 4, 84, 84, dtype=torch.float64)
     laid_out = extractor(frames)
     laid_out.square().sum().backward()
     grads = [p.grad.clone() for p in extractor.parameters()]
@@ -309,6 +311,28 @@ def test_a_cnn_sees_its_frames_channels_last_with_the_same_numbers(encoder: str)
     torch.testing.assert_close(laid_out, own)
     for grad, parameter in zip(grads, extractor.parameters(), strict=True):
         torch.testing.assert_close(grad, parameter.grad)
+
+
+@pytest.mark.parametrize("encoder", ["small", "centroids"])
+def test_a_cnns_rollout_hands_the_update_its_frames_channels_last(encoder: str) -> None:
+    """A CNN's rollout buffer permutes each minibatch's frames while they are bytes (the
+    layout the CNN runs fastest in), the same frames; the centroids' keep theirs."""
+    import torch
+    from stable_baselines3.common.vec_env import DummyVecEnv
+
+    from training.config import TrainConfig
+    from training.session.model_builder import make_ppo_model
+
+    env = DummyVecEnv([lambda: make_view("BreakoutNoFrameskip-v4", {})])
+    config = TrainConfig(camera_encoder=encoder, n_steps=16, device="cpu")
+    model = make_ppo_model(config, env, None, None)
+    model.learn(16)
+    env.close()
+    buffer = model.rollout_buffer
+    frames = buffer._get_samples(np.arange(8)).observations
+    assert frames.dtype == torch.uint8
+    assert frames.is_contiguous(memory_format=torch.channels_last) == (encoder == "small")
+    assert torch.equal(frames, torch.as_tensor(buffer.observations[:8]))
 
 
 @pytest.mark.parametrize(("encoder", "features", "width"), [("small", 256, 64), ("nature", 512, 0)])

@@ -33,6 +33,8 @@ from gymnasium import spaces
 from stable_baselines3 import PPO
 from stable_baselines3.common.buffers import DictRolloutBuffer, RolloutBuffer
 from stable_baselines3.common.policies import ActorCriticPolicy
+from stable_baselines3.common.type_aliases import DictRolloutBufferSamples, RolloutBufferSamples
+from stable_baselines3.common.vec_env import VecNormalize
 from torch import nn
 
 from game_bridge.bot_runner import CENTROID_EPSILON
@@ -40,17 +42,38 @@ from training.ppo.camera_policy import CameraExtractor, CentroidEncoder, Centroi
 from training.ppo.numpy_policy import NumpyActor
 
 
+def _channels_last(frames: torch.Tensor) -> torch.Tensor:
+    """A minibatch's frames channels last while they are still bytes: the CNN's layout
+    (``CameraExtractor.channels_last``), a quarter of the memory to move that permuting
+    them once they are float32 costs."""
+    return frames.contiguous(memory_format=torch.channels_last)
+
+
 class CameraRolloutBuffer(RolloutBuffer):
     """SB3's rollout buffer, the frames of a camera observation kept as uint8."""
+
+    channels_last = False
+    """Hand the update its frames channels last (a CNN encoder's buffer)."""
 
     def reset(self) -> None:
         super().reset()
         if is_camera(self.observation_space):
             self.observations = np.zeros(self.observations.shape, np.uint8)
 
+    def _get_samples(
+        self, batch_inds: np.ndarray, env: VecNormalize | None = None
+    ) -> RolloutBufferSamples:
+        samples = super()._get_samples(batch_inds, env)
+        if not (self.channels_last and is_camera(self.observation_space)):
+            return samples
+        return samples._replace(observations=_channels_last(samples.observations))
+
 
 class CameraDictRolloutBuffer(DictRolloutBuffer):
     """SB3's rollout buffer of several keys, each camera key's frames kept as uint8."""
+
+    channels_last = False
+    """Hand the update each camera key's frames channels last (a CNN encoder's buffer)."""
 
     def reset(self) -> None:
         super().reset()
@@ -58,6 +81,19 @@ class CameraDictRolloutBuffer(DictRolloutBuffer):
         for key, space in self.observation_space.spaces.items():
             if is_camera(space):
                 self.observations[key] = np.zeros(self.observations[key].shape, np.uint8)
+
+    def _get_samples(  # type: ignore[override]
+        self, batch_inds: np.ndarray, env: VecNormalize | None = None
+    ) -> DictRolloutBufferSamples:
+        samples = super()._get_samples(batch_inds, env)
+        if not self.channels_last:
+            return samples
+        assert isinstance(self.observation_space, spaces.Dict)
+        observations = {
+            key: _channels_last(frames) if is_camera(self.observation_space[key]) else frames
+            for key, frames in samples.observations.items()
+        }
+        return samples._replace(observations=observations)
 
 
 def camera_buffer(model: PPO) -> RolloutBuffer:
@@ -69,9 +105,14 @@ def camera_buffer(model: PPO) -> RolloutBuffer:
         "n_envs": model.n_envs,
     }
     space = model.observation_space
+    buffer: CameraRolloutBuffer | CameraDictRolloutBuffer
     if isinstance(space, spaces.Dict):
-        return CameraDictRolloutBuffer(model.n_steps, space, model.action_space, **settings)
-    return CameraRolloutBuffer(model.n_steps, space, model.action_space, **settings)
+        buffer = CameraDictRolloutBuffer(model.n_steps, space, model.action_space, **settings)
+    else:
+        buffer = CameraRolloutBuffer(model.n_steps, space, model.action_space, **settings)
+    extractor = model.policy.features_extractor
+    buffer.channels_last = isinstance(extractor, CameraExtractor) and extractor.channels_last
+    return buffer
 
 
 def camera_update_fits(model: PPO) -> bool:
