@@ -164,7 +164,7 @@ def test_a_stacked_camera_run_exports_a_bot_that_keeps_its_frames(tmp_path: Path
     """``--frame-stack 2`` through real games: the bot file records two frames; the numpy
     bot played on single frames, and the ONNX file fed the two frames' bytes oldest first
     (what a game must feed), give the model's actions on the stack; eval, play and a
-    resume keep the stack."""
+    resume keep the stack (and refuses another)."""
     trained = lander(
         tmp_path, "train", "motion", "--game-arg", "observation=pixels", "--frame-stack", "2",
         "--n-parallel", "2", "--timesteps", "4096", "--no-git",
@@ -215,3 +215,14 @@ def test_a_stacked_camera_run_exports_a_bot_that_keeps_its_frames(tmp_path: Path
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
     record = json.loads((tmp_path / "checkpoints" / "motion" / "run.json").read_text())
     assert record["config"]["frame_stack"] == 2 and record["total_timesteps"] > 4096
+    # A resume cannot reshape the network: a shape flag that differs is refused, not ignored.
+    for flag, value, kept in (("--frame-stack", "3", "2"), ("--cnn-features", "64", "256")):
+        reshaped = lander(
+            tmp_path, "train", "motion", "--resume", "motion", flag, value, "--no-git",
+            "--timesteps", "64",
+        )  # fmt: skip
+        said = reshaped.stdout + reshaped.stderr
+        assert reshaped.returncode != 0 and "Traceback" not in said, said
+        assert f"{flag} {value}: run motion's policy has {flag} {kept}" in said, said
+    again = json.loads((tmp_path / "checkpoints" / "motion" / "run.json").read_text())
+    assert again["total_timesteps"] == record["total_timesteps"]

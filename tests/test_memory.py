@@ -433,7 +433,7 @@ def test_a_run_with_memory_exports_plays_evaluates_and_resumes(
         "--timesteps", "64", "--port", str(port_block(2)), *flags,
     )  # fmt: skip
     said = reshaped.stdout + reshaped.stderr
-    assert reshaped.returncode != 0 and "keeps a memory of 16 units" in said, said
+    assert reshaped.returncode != 0 and "run recall's policy has --memory 16" in said, said
     assert "Traceback" not in said
 
 

@@ -28,6 +28,7 @@ from training.config.settings import (
     FIELD_NAMES,
     RESUMABLE_SETTINGS,
     SESSION_SETTINGS,
+    SHAPE_SETTINGS,
     TUNED,
     TrainConfig,
 )
@@ -46,6 +47,7 @@ __all__ = [
     "RECORDED_BEFORE",
     "RESUMABLE_SETTINGS",
     "SESSION_SETTINGS",
+    "SHAPE_SETTINGS",
     "TUNED",
     "ConfigError",
     "TrainConfig",

@@ -35,6 +35,7 @@ def setting(
     shown: str | None = None,
     factory: Any = MISSING,
     inherited: bool = True,
+    shape: bool = False,
     panel: str,
 ) -> Any:
     """Declare one training setting: everything lander knows of it lives here. The
@@ -51,6 +52,8 @@ def setting(
         too little (None: "the game's own").
     :param inherited: a resume starts from the parent run's value; False for where a
         session runs (a cluster may be gone by then), which each session names anew.
+    :param shape: the policy network's shape, fixed when a run starts: a resume that names
+        another value is refused (the checkpoint's network could only keep its own).
     :param panel: the group ``--help`` lists the option in (Games, PPO, Health, ...).
     """
     metadata = {
@@ -61,6 +64,7 @@ def setting(
         "resumable": resumable,
         "shown": shown,
         "inherited": inherited,
+        "shape": shape,
         "panel": panel,
     }
     if factory is not MISSING:

@@ -273,6 +273,7 @@ class TrainConfig:
         help="Units in each of the two hidden layers (policy and value); 0: none, the heads "
         "read the features as they are.",
         low=0,
+        shape=True,
         panel="PPO",
     )
     camera_encoder: str = setting(
@@ -281,6 +282,7 @@ class TrainConfig:
         "learned maps' centroid and mass; fast on a CPU), 'nature' (SB3's CNN, for "
         "textured scenes) or 'small' (two strided convolutions, a third of its work).",
         choices=CAMERA_ENCODERS,
+        shape=True,
         panel="PPO",
     )
     # The width of a CNN encoder's output (small, nature): SB3's NatureCNN makes 512, the
@@ -291,6 +293,7 @@ class TrainConfig:
         "(SB3's NatureCNN: 512); fixed when a run starts.",
         low=1,
         high=4096,
+        shape=True,
         panel="PPO",
     )
     frame_stack: int = setting(
@@ -299,6 +302,7 @@ class TrainConfig:
         "oldest first (2 shows motion); the bot records N and its players keep the frames.",
         low=1,
         high=MAX_FRAMES,
+        shape=True,
         panel="PPO",
     )
     # A GRU between the observation and the MLPs (training/ppo/recurrent_policy.py): for
@@ -310,6 +314,7 @@ class TrainConfig:
         "before and is hidden now; the bot keeps the state too.",
         low=0,
         high=MAX_MEMORY,
+        shape=True,
         panel="PPO",
     )
     bc_epochs: int = setting(
@@ -534,6 +539,8 @@ TUNED = ("n_parallel", "agents_per_instance", "speedup", "n_steps", "batch_size"
 FIELD_NAMES = frozenset(f.name for f in fields(TrainConfig))
 RESUMABLE_SETTINGS = tuple(f.name for f in fields(TrainConfig) if f.metadata["resumable"])
 """PPO settings a resume may change; the network's shape stays that of the checkpoint."""
+SHAPE_SETTINGS = tuple(f.name for f in fields(TrainConfig) if f.metadata["shape"])
+"""The policy network's shape: a resume that names other values than its run's is refused."""
 SESSION_SETTINGS: dict[str, Any] = {
     f.name: getattr(TrainConfig(), f.name)
     for f in fields(TrainConfig)

@@ -17,6 +17,7 @@ from training.config import (
     CONTINUOUS_PICTURE_DEFAULTS,
     PICTURE_DEFAULTS,
     SESSION_SETTINGS,
+    SHAPE_SETTINGS,
     ConfigError,
     TrainConfig,
     apply_overrides,
@@ -102,6 +103,23 @@ def _given_settings(
     return check_config(apply_overrides(config, request.overrides, "flags"))
 
 
+def _check_shape_kept(recorded: TrainConfig, config: TrainConfig, run: str | None) -> None:
+    """Refuse a resume whose flags or config file name another network shape than its
+    run's (``--cnn-features 128`` on a run of 512): the checkpoint's network keeps its own,
+    so the value would be silently ignored.
+
+    :raises ConfigError: the setting, both values, and what to do instead.
+    """
+    for name in SHAPE_SETTINGS:
+        kept, given = getattr(recorded, name), getattr(config, name)
+        if given != kept:
+            flag = "--" + name.replace("_", "-")
+            raise ConfigError(
+                f"{flag} {given}: run {run}'s policy has {flag} {kept} (the network's shape, "
+                f"fixed when a run starts): drop {flag}, or start a new run"
+            )
+
+
 MEMORY_N_STEPS = 128
 """Steps per agent a rollout of a policy with memory holds at least (unless --n-steps says
 otherwise): the sequences its update learns over are that long, and a memory is learned only
@@ -148,6 +166,7 @@ def plan_training(request: TrainRequest, console: Console | None = None) -> Trai
     resume_point: ResumePoint | None = None
     previous: RunRecord | None = None
     base = TrainConfig()
+    recorded: TrainConfig | None = None  # the resumed run's own settings, where readable
     parent: str | None = None
     foreign_game: str | None = None
     damaged = False  # resuming in place a run whose run.json cannot be read
@@ -159,7 +178,7 @@ def plan_training(request: TrainRequest, console: Console | None = None) -> Trai
             source = RunPaths(request.root, source_run)
         source_record = _readable_record(source, console) if source is not None else None
         if source is not None and source_record is not None:
-            base = replace(source_record.config, **SESSION_SETTINGS)
+            base = recorded = replace(source_record.config, **SESSION_SETTINGS)
             if base.game_bin is not None and not owns_run(source):
                 foreign_game = base.game_bin  # named by a record from elsewhere
         if source_run != request.run:
@@ -186,6 +205,8 @@ def plan_training(request: TrainRequest, console: Console | None = None) -> Trai
         )
     file_settings = load_config_file(request.config_file) if request.config_file else {}
     config = _given_settings(base, file_settings, request)
+    if recorded is not None:
+        _check_shape_kept(recorded, config, source_run)
     if resume_point is None:
         tuned = game_defaults(config)
         if config.memory:
