@@ -253,6 +253,12 @@ def test_a_person_flies_blue_against_the_bot_on_the_duel_page(browser: Any, tmp_
         page.close()
 
 
+def _steps_pass(page: Any, count: int) -> None:
+    """Wait until the page has stepped its world ``count`` more times."""
+    until = page.evaluate("window.lander.steps") + count
+    wait_until(lambda: page.evaluate("window.lander.steps") >= until, 10, "the page's steps")
+
+
 def test_a_person_flying_with_the_keyboard_records_demos_that_train_a_run(
     browser: Any, home: Path, tmp_path: Path
 ) -> None:
@@ -267,11 +273,14 @@ def test_a_person_flying_with_the_keyboard_records_demos_that_train_a_run(
         while page.evaluate("window.lander.demoEpisodes") < 3:
             assert time.monotonic() < deadline, "three episodes flown by hand"
             # Climb, drift, let go: a person's uneven flying (a crash ends an episode too).
-            for key, seconds in (("ArrowUp", 0.15), ("ArrowRight", 0.1), ("ArrowLeft", 0.1)):
-                page.keyboard.down(key)
-                time.sleep(seconds)
-                page.keyboard.up(key)
-            time.sleep(0.1)
+            # Each phase lasts a few of the page's steps, not a fixed time: a loaded machine
+            # draws frames seldom, and a sleep could then see only the climbs.
+            for key, steps in (("ArrowUp", 30), ("ArrowRight", 20), ("ArrowLeft", 20), ("", 20)):
+                if key:
+                    page.keyboard.down(key)
+                _steps_pass(page, steps)
+                if key:
+                    page.keyboard.up(key)
         with page.expect_download() as download:
             page.click("#save")
         downloaded = tmp_path / "downloaded.json"
