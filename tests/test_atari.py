@@ -4,6 +4,7 @@ observation is a camera key, alone or beside vector keys."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -286,6 +287,77 @@ def test_a_cnn_encoders_width_is_saved_with_the_policy_and_older_policies_load_a
     loaded = PPO.load(tmp_path / "old.zip", device="cpu")
     assert loaded.policy.features_dim == camera_policy.SAVED_FEATURES
     env.close()
+
+
+@pytest.mark.parametrize("encoder", ["small", "nature"])
+def test_a_cnn_reads_bytes_as_sb3_reads_scaled_frames_with_the_same_numbers(
+    encoder: str,
+) -> None:
+    """A new CNN takes its frames as bytes, the 1/255 in its first convolution's weights:
+    its features and their gradients are those of the same weights over SB3's scaled
+    frames (in float64), and its policy leaves images unscaled."""
+    import torch
+
+    from training.ppo.camera_policy import ByteConv2d, CameraExtractor, camera_policy_kwargs
+
+    torch.manual_seed(0)
+    space = spaces.Box(0, 255, (4, 84, 84), np.uint8)
+    scaled = CameraExtractor(space, encoder, frames=4, features=64).double()
+    raw = CameraExtractor(space, encoder, frames=4, features=64, byte_frames=True).double()
+    raw.load_state_dict(scaled.state_dict())
+    assert [type(m) for m in raw.modules()].count(ByteConv2d) == 1
+    assert not any(isinstance(m, ByteConv2d) for m in scaled.modules())
+    frames = torch.randint(0, 256, (8, 4, 84, 84)).double()
+    features, scaled_features = raw(frames), scaled(frames / 255.0)
+    torch.testing.assert_close(features, scaled_features)
+    grads = torch.autograd.grad(features.square().sum(), list(raw.parameters()))
+    scaled_grads = torch.autograd.grad(scaled_features.square().sum(), list(scaled.parameters()))
+    for grad, scaled_grad in zip(grads, scaled_grads, strict=True):
+        torch.testing.assert_close(grad, scaled_grad)
+    kwargs = camera_policy_kwargs(encoder, 4, 64)
+    assert kwargs["normalize_images"] is False
+    assert kwargs["features_extractor_kwargs"]["byte_frames"] is True
+    assert camera_policy_kwargs("centroids", 1, 64)["normalize_images"] is True
+    with pytest.raises(ValueError, match="only a CNN"):
+        CameraExtractor(space, "centroids", byte_frames=True)
+
+
+def test_a_cnn_policy_saved_before_byte_frames_still_scales_its_frames_and_exports(
+    tmp_path: Path,
+) -> None:
+    """A CNN policy saved when SB3 scaled its frames (no ``byte_frames`` among its saved
+    arguments) loads and plays as it was built, and its bot file scales the bytes by 255
+    where a new policy's leaves them: both export with parity."""
+    from stable_baselines3 import PPO
+    from stable_baselines3.common.vec_env import DummyVecEnv
+
+    from training.bots.export import export_policy
+    from training.config import TrainConfig
+    from training.session.model_builder import make_ppo_model
+
+    env = DummyVecEnv([lambda: make_view("BreakoutNoFrameskip-v4", {})])
+    config = TrainConfig(camera_encoder="small", n_steps=32, device="cpu")
+    model = make_ppo_model(config, env, None, None)
+    model.learn(64)
+    older = dict(model.policy_kwargs)
+    older.pop("normalize_images")
+    older["features_extractor_kwargs"] = {
+        k: v for k, v in older["features_extractor_kwargs"].items() if k != "byte_frames"
+    }
+    PPO("CnnPolicy", env, n_steps=32, batch_size=32, device="cpu", seed=0,
+        policy_kwargs=older).learn(64).save(tmp_path / "old.zip")  # fmt: skip
+    env.close()
+    loaded = PPO.load(tmp_path / "old.zip", device="cpu")
+    assert loaded.policy.normalize_images and not loaded.policy.features_extractor.byte_frames
+    for name, policy in (("new", model), ("old", loaded)):
+        result = export_policy(
+            policy, None, name, tmp_path / f"{name}.json", tmp_path / f"{name}.onnx"
+        )
+        for parity in (result.bot_parity, result.onnx_parity):
+            assert parity.passed(discrete=True), (name, parity)
+        spec = json.loads((tmp_path / f"{name}.json").read_text())
+        scale = set(spec["observation"]["normalization"]["scale"])
+        assert scale == ({255.0} if name == "old" else {1.0}), (name, scale)
 
 
 @pytest.mark.parametrize("encoder", ["small", "nature"])

@@ -16,7 +16,13 @@ from stable_baselines3.common.vec_env import VecNormalize
 from game_bridge.bot_runner import BOT_FORMAT, BOT_FORMAT_VERSION, MEMORY_FORMAT_VERSION
 from training.bots.plugin_layout import OnnxLayout
 from training.errors import ExportError
-from training.ppo.camera_policy import CameraExtractor, Centroids, Whitening, is_camera
+from training.ppo.camera_policy import (
+    ByteConv2d,
+    CameraExtractor,
+    Centroids,
+    Whitening,
+    is_camera,
+)
 from training.ppo.recurrent_policy import RecurrentActorCritic
 from training.runs.run_record import now_iso
 
@@ -88,7 +94,7 @@ def _encoder_layers(module: torch.nn.Module, shape: tuple[int, ...]) -> list[dic
             layers.append(
                 {
                     "type": "conv2d",
-                    "weights": child.weight.detach().cpu().double().numpy().tolist(),
+                    "weights": _conv_weights(child).detach().cpu().double().numpy().tolist(),
                     "biases": child.bias.detach().cpu().double().numpy().tolist()
                     if child.bias is not None
                     else [0.0] * child.out_channels,
@@ -122,6 +128,12 @@ def _encoder_layers(module: torch.nn.Module, shape: tuple[int, ...]) -> list[dic
         else:
             raise ExportError(f"cannot export an encoder layer of type {type(child).__name__}")
     return layers
+
+
+def _conv_weights(conv: torch.nn.Conv2d) -> torch.Tensor:
+    """A convolution's weights as they meet its input (a :class:`ByteConv2d`'s scaled to
+    the bytes it reads)."""
+    return conv.scaled_weight() if isinstance(conv, ByteConv2d) else conv.weight
 
 
 def _average_pool(pool: torch.nn.AvgPool2d, channels: int) -> dict[str, Any]:

@@ -40,6 +40,9 @@ CENTROID_POOL = 2
 point drawn across pixels still moves its centroid smoothly."""
 CNN_ENCODERS = ("small", "nature")
 """The ``--camera-encoder`` choices that are convolutional networks."""
+BYTE_SCALE = 1.0 / 255.0
+"""SB3's scaling of image bytes to [0, 1], which a CNN's :class:`ByteConv2d` applies to its
+weights instead of to the frames."""
 SAVED_FEATURES = 256
 """The width of the CNN encoders' output (``small``, ``nature``) in policies saved before
 the width was a saved argument of :class:`CameraExtractor`: they load at it."""
@@ -160,13 +163,40 @@ class CentroidEncoder(nn.Sequential):
         return last if isinstance(last, Whitening) else None
 
 
-def small_cnn(space: gymnasium.spaces.Box, features: int) -> nn.Sequential:
+class ByteConv2d(nn.Conv2d):
+    """A CNN's first convolution reading its frames as bytes (0 to 255, as floats): the
+    1/255 that SB3 applies to every frame (``obs.float() / 255``, 12% of a Breakout run's
+    trainer) applied to the weights instead, a few thousand numbers. The same function
+    and the same gradients (tests/test_atari.py, in float64), one pass over each
+    minibatch's frames fewer. Its policy is built with ``normalize_images=False``
+    (:func:`camera_policy_kwargs`), so the bot file's normalization leaves the bytes as
+    they are and its first ``conv2d`` carries :meth:`scaled_weight`."""
+
+    def scaled_weight(self) -> torch.Tensor:
+        """The weights as they meet the bytes (what a bot file and ONNX carry)."""
+        return self.weight * BYTE_SCALE
+
+    def forward(self, frames: torch.Tensor) -> torch.Tensor:
+        return self._conv_forward(frames, self.scaled_weight(), self.bias)
+
+
+def _reading_bytes(first: nn.Conv2d) -> ByteConv2d:
+    """A :class:`ByteConv2d` of ``first``'s shape and stride (freshly initialized: the
+    policy initializes its convolutions after building them)."""
+    kernel, stride = first.kernel_size, first.stride
+    return ByteConv2d(
+        first.in_channels, first.out_channels, (kernel[0], kernel[1]), (stride[0], stride[1])
+    )
+
+
+def small_cnn(space: gymnasium.spaces.Box, features: int, byte_frames: bool) -> nn.Sequential:
     """``--camera-encoder small``: the network of the first DQN (Mnih et al. 2013), 16
     maps of 8 x 8 by 4, then 32 of 4 x 4 by 2, and a dense layer: on 84 x 84 x 4 frames
     2.9M multiply-adds a frame against the Nature CNN's 9.4M, for a CPU that pays for
     every one of them in each of PPO's epochs."""
+    first = nn.Conv2d(int(space.shape[0]), 16, 8, stride=4)
     convolutions = nn.Sequential(
-        nn.Conv2d(int(space.shape[0]), 16, 8, stride=4),
+        _reading_bytes(first) if byte_frames else first,
         nn.ReLU(),
         nn.Conv2d(16, 32, 4, stride=2),
         nn.ReLU(),
@@ -178,15 +208,20 @@ def small_cnn(space: gymnasium.spaces.Box, features: int) -> nn.Sequential:
 
 
 def camera_encoder(
-    space: gymnasium.spaces.Box, encoder: str, whiten: bool, features: int
+    space: gymnasium.spaces.Box, encoder: str, whiten: bool, features: int, byte_frames: bool
 ) -> nn.Module:
     """The encoder of one camera key named by ``--camera-encoder`` (a CNN's output
-    ``features`` wide)."""
+    ``features`` wide; with ``byte_frames``, its first convolution a :class:`ByteConv2d`)."""
     if encoder == "centroids":
         return centroid_encoder(space, whiten=whiten)
     if encoder == "small":
-        return small_cnn(space, features)
-    return NatureCNN(space, features, normalized_image=False)
+        return small_cnn(space, features, byte_frames)
+    nature = NatureCNN(space, features, normalized_image=False)
+    if byte_frames:
+        first = nature.cnn[0]
+        assert isinstance(first, nn.Conv2d)
+        nature.cnn[0] = _reading_bytes(first)
+    return nature
 
 
 def centroid_encoder(
@@ -227,6 +262,9 @@ class CameraExtractor(BaseFeaturesExtractor):
         policy saved before it was built without, and its saved arguments say so).
     :param features: the width of a CNN encoder's output (a policy saved without it has
         :data:`SAVED_FEATURES`).
+    :param byte_frames: a CNN encoder takes its frames as bytes and scales its first
+        convolution's weights (:class:`ByteConv2d`; its policy does not scale images). A
+        policy saved before it scales its frames in SB3 and loads with it False.
     """
 
     def __init__(
@@ -236,9 +274,12 @@ class CameraExtractor(BaseFeaturesExtractor):
         frames: int = 1,
         whiten: bool = False,
         features: int = SAVED_FEATURES,
+        byte_frames: bool = False,
     ) -> None:
         if encoder not in CAMERA_ENCODERS:
             raise ValueError(f"camera encoder must be one of {', '.join(CAMERA_ENCODERS)}")
+        if byte_frames and encoder not in CNN_ENCODERS:
+            raise ValueError("only a CNN camera encoder takes its frames as bytes")
         parts = (
             list(observation_space.spaces.items())
             if isinstance(observation_space, gymnasium.spaces.Dict)
@@ -249,7 +290,7 @@ class CameraExtractor(BaseFeaturesExtractor):
         for _, space in parts:
             assert isinstance(space, gymnasium.spaces.Box)
             if is_camera(space):
-                module: nn.Module = camera_encoder(space, encoder, whiten, features)
+                module: nn.Module = camera_encoder(space, encoder, whiten, features, byte_frames)
             else:
                 module = nn.Flatten()
             with torch.no_grad():
@@ -264,6 +305,7 @@ class CameraExtractor(BaseFeaturesExtractor):
         self.encoders = nn.ModuleList(encoders)
         self.frames = frames
         self.camera_keys = tuple(key for key, space in parts if is_camera(space))
+        self.byte_frames = byte_frames
         self.channels_last = encoder in CNN_ENCODERS
         """A CNN's frames go in channels last: torch's CPU convolutions (oneDNN) then run
         an update 1.3x to 1.4x as fast as on the frames' own channels-first layout
@@ -301,9 +343,21 @@ def sees_images(space: gymnasium.spaces.Space[Any]) -> bool:
 
 def camera_policy_kwargs(encoder: str, frames: int, features: int) -> dict[str, Any]:
     """The ``policy_kwargs`` that give a new policy lander's camera extractor (its centroid
-    encoders whitened; a CNN encoder ``features`` wide, ``--cnn-features``)."""
-    arguments = {"encoder": encoder, "frames": frames, "whiten": True, "features": features}
-    return {"features_extractor_class": CameraExtractor, "features_extractor_kwargs": arguments}
+    encoders whitened; a CNN encoder ``features`` wide, ``--cnn-features``, reading its
+    frames as bytes, so the policy leaves them unscaled)."""
+    byte_frames = encoder in CNN_ENCODERS
+    arguments = {
+        "encoder": encoder,
+        "frames": frames,
+        "whiten": True,
+        "features": features,
+        "byte_frames": byte_frames,
+    }
+    return {
+        "features_extractor_class": CameraExtractor,
+        "features_extractor_kwargs": arguments,
+        "normalize_images": not byte_frames,
+    }
 
 
 # -- refitting the whitening after each rollout ------------------------------------------
