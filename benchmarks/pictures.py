@@ -22,6 +22,12 @@ never), and zoo / lander of those times.
     .venv/bin/python benchmarks/pictures.py --envs BreakoutNoFrameskip-v4 --minutes 10 \\
         --marks 5,10 --seeds 1 --out breakout.json
     .venv/bin/python benchmarks/pictures.py --table breakout.json pong.json
+    .venv/bin/python benchmarks/pictures.py --table a.json b.json --samples 400000,800000
+
+``--samples`` reads the files at equal samples instead: each run's reward at each count,
+and its samples a second. A lander run is the same run at equal samples whatever else the
+machine did meanwhile, so runs made side by side, or beside other load, compare there
+(their seconds do not).
 """
 
 from __future__ import annotations
@@ -59,6 +65,15 @@ def median_or_none(values: list[float | None]) -> float | None:
     """The median of the values a run reported (None where none did)."""
     known = [v for v in values if v is not None]
     return statistics.median(known) if known else None
+
+
+def reward_at_samples(run: Curve, samples: int) -> float | None:
+    """The run's training reward at its last report at or before ``samples`` (None before
+    any, or where the run ended before ``samples``)."""
+    if not run.points or run.points[-1][1] < samples:
+        return None
+    before = [reward for _, steps, reward in run.points if steps <= samples]
+    return before[-1] if before else None
 
 
 def time_to(runs: list[Curve], target: float) -> float:
@@ -115,6 +130,36 @@ def print_table(record: dict[str, dict[str, object]]) -> None:
         )
 
 
+def print_samples(files: list[Path], counts: list[int]) -> None:
+    """Every run of the ``--out`` files at equal samples: its reward at each of ``counts``
+    ("-" where it ended before) and its samples a second, labelled by file, side, seed and
+    the lander settings it ran with."""
+    table = Table(title="Training reward (whole games, raw) at equal samples")
+    for column in ("file", "game", "side", "seed", "settings"):
+        table.add_column(column)
+    for count in counts:
+        table.add_column(f"{count:,}", justify="right")
+    table.add_column("samples/s", justify="right")
+    for path in files:
+        for env, entry in json.loads(path.read_text()).items():
+            settings = json.dumps(entry["settings"]) if "settings" in entry else "?"
+            for side, curves in entry["runs"].items():
+                for fields in curves:
+                    run = Curve(**fields)
+                    values = [reward_at_samples(run, count) for count in counts]
+                    last_t, last_steps, _ = run.points[-1] if run.points else (0.0, 0, 0.0)
+                    table.add_row(
+                        path.stem,
+                        env,
+                        side,
+                        str(run.seed),
+                        settings if side == "lander" else "-",
+                        *("-" if v is None else f"{v:.1f}" for v in values),
+                        f"{last_steps / last_t:,.0f}" if last_t else "-",
+                    )
+    console.print(table)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--setup", action="store_true", help="make .venv-zoo and stop")
@@ -127,9 +172,15 @@ def main() -> None:
     parser.add_argument("--sides", default="zoo,lander", help="zoo, lander or both")
     parser.add_argument("--out", type=Path, default=None, help="write every curve here (JSON)")
     parser.add_argument("--table", type=Path, nargs="+", default=None, help="print --out files")
+    parser.add_argument(
+        "--samples", default=None, help="with --table: rewards at these sample counts instead"
+    )
     args = parser.parse_args()
     if args.setup:
         setup()
+        return
+    if args.table is not None and args.samples is not None:
+        print_samples(args.table, [int(float(c)) for c in args.samples.split(",")])
         return
     if args.table is not None:
         joined: dict[str, dict[str, object]] = {}
@@ -167,6 +218,7 @@ def main() -> None:
                 )
         record[env] = {
             "marks": marks,
+            "settings": settings,
             "runs": {side: [run.__dict__ for run in curves] for side, curves in runs.items()},
         }
         if args.out is not None:  # after every game: a long run keeps what it has
