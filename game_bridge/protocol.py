@@ -39,16 +39,22 @@ DEFAULT_MAX_FRAME_BYTES = 64 * 1024 * 1024
 
 _RECV_CHUNK = 1 << 16
 _HEADER = struct.Struct("<I")
-FAST_ENCODING = "lander-f32-v1"
-"""Binary actions and step replies for one box observation and one action key."""
+FAST_ENCODING = "lander-f32-v2"
+"""Binary actions and step replies for one box observation and one action key; since v2 a
+step also carries a finished game's raw score and a lost life (:data:`SCORED`,
+:data:`GOES_ON`), which v1 dropped: an Atari game seen through its RAM logged each life's
+clipped return as a game."""
 _BINARY = b"\x00"
 _ACTION_KIND = b"A"
 _STEP_KIND = b"S"
 _STEP_HEADER = struct.Struct("<HH")  # agents, agents that finished this step
-DONE, TRUNCATED, SUCCESS, FAILURE = 1, 2, 4, 8
+DONE, TRUNCATED, SUCCESS, FAILURE, SCORED, GOES_ON = 1, 2, 4, 8, 16, 32
 """Bits of the per-agent flags byte of a binary step reply. SUCCESS or FAILURE is set on a
 finished episode the game judged (``is_success`` true or false); neither where the game
-has no notion of success, which then shows no success rate."""
+has no notion of success, which then shows no success rate. SCORED: the step ended a game
+whose raw score (:data:`SCORE`) follows the terminal observations, one float32 per such
+agent in agent order; GOES_ON: the learner's episode ended but the game goes on
+(:data:`GAME_OVER` false)."""
 
 
 SCORE = "score"
@@ -333,16 +339,23 @@ def decode_binary_actions(body: bytes, n_agents: int, width: int, discrete: bool
 
 
 def encode_binary_step(
-    obs: np.ndarray, reward: np.ndarray, flags: np.ndarray, terminal_obs: np.ndarray
+    obs: np.ndarray,
+    reward: np.ndarray,
+    flags: np.ndarray,
+    terminal_obs: np.ndarray,
+    scores: np.ndarray | None = None,
 ) -> bytes:
     """A binary ``step`` frame.
 
     :param obs: (K, D) observations after the game's own resets.
     :param reward: (K,) rewards.
-    :param flags: (K,) uint8 of DONE | TRUNCATED | SUCCESS | FAILURE bits.
+    :param flags: (K,) uint8 of DONE | TRUNCATED | SUCCESS | FAILURE | SCORED | GOES_ON bits.
     :param terminal_obs: (n_done, D) observations before the reset, in agent order.
+    :param scores: the raw scores of the agents flagged SCORED, in agent order (none: no
+        game ended with a score).
     """
     k, n_done = len(reward), len(terminal_obs)
+    scored = np.zeros(0) if scores is None else scores
     parts = [
         _BINARY,
         _STEP_KIND,
@@ -351,6 +364,7 @@ def encode_binary_step(
         np.ascontiguousarray(reward, dtype="<f4").tobytes(),
         np.ascontiguousarray(flags, dtype=np.uint8).tobytes(),
         np.ascontiguousarray(terminal_obs, dtype="<f4").tobytes(),
+        np.ascontiguousarray(scored, dtype="<f4").tobytes(),
     ]
     body = b"".join(parts)
     return _HEADER.pack(len(body)) + body
@@ -358,8 +372,9 @@ def encode_binary_step(
 
 def decode_binary_step(
     body: bytes, n_agents: int, obs_size: int
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """(obs, reward, flags, terminal_obs) of a binary ``step`` body.
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(obs, reward, flags, terminal_obs, scores) of a binary ``step`` body (``scores``: one
+    per agent flagged SCORED, in agent order).
 
     :raises FrameError: with kind ``"bad_binary"`` when the kind, agent count or size is wrong.
     """
@@ -371,7 +386,11 @@ def decode_binary_step(
             "bad_binary", f"binary step reply for {k} agents ({n_done} done), expected {n_agents}"
         )
     offset = 2 + _STEP_HEADER.size
-    expected = offset + 4 * k * obs_size + 4 * k + k + 4 * n_done * obs_size
+    flags_at = offset + 4 * k * obs_size + 4 * k
+    if len(body) < flags_at + k:
+        raise FrameError("bad_binary", f"binary step reply of {len(body)} bytes is cut short")
+    n_scored = int(np.count_nonzero(np.frombuffer(body, np.uint8, k, flags_at) & SCORED))
+    expected = flags_at + k + 4 * n_done * obs_size + 4 * n_scored
     if len(body) != expected:
         raise FrameError(
             "bad_binary", f"binary step reply of {len(body)} bytes, expected {expected}"
@@ -383,7 +402,8 @@ def decode_binary_step(
     flags = np.frombuffer(body, np.uint8, k, offset)
     offset += k
     terminal = np.frombuffer(body, "<f4", n_done * obs_size, offset).reshape(n_done, obs_size)
-    return obs, reward, flags, terminal
+    offset += 4 * n_done * obs_size
+    return obs, reward, flags, terminal, np.frombuffer(body, "<f4", n_scored, offset)
 
 
 def step_message(

@@ -227,7 +227,7 @@ class GameVecEnv(VecEnv):
                 raise protocol.FrameError(
                     "bad_binary", f"expected a binary step reply, got {body[:60]!r}"
                 )
-            obs, reward, flags, terminal = protocol.decode_binary_step(
+            obs, reward, flags, terminal, scores = protocol.decode_binary_step(
                 body, self.agents_per_instance, self._obs_size
             )
         except protocol.FrameError as exc:
@@ -242,6 +242,12 @@ class GameVecEnv(VecEnv):
             }
             if flags[agent] & (protocol.SUCCESS | protocol.FAILURE):
                 infos[agent]["is_success"] = bool(flags[agent] & protocol.SUCCESS)
+            if flags[agent] & protocol.GOES_ON:
+                infos[agent][protocol.GAME_OVER] = False
+        scored = (flags & protocol.SCORED).nonzero()[0].tolist()
+        for agent, score in zip(scored, scores.tolist(), strict=True):
+            infos[agent][protocol.SCORE] = score
+            infos[agent][protocol.GAME_OVER] = True
         # obs and reward are read-only views of the reply: step_wait copies them into the batch.
         return {self.env_info.observations[0].key: obs}, reward, dones, infos
 

@@ -117,6 +117,48 @@ def test_a_game_seen_through_its_ram_is_a_vector_with_the_same_lives_and_score()
     view.close()
 
 
+def test_a_game_seen_through_its_ram_logs_whole_games_over_the_binary_wire(
+    tmp_path: Path,
+) -> None:
+    """Breakout's RAM is a vector, so its steps travel in lander's binary encoding: the
+    rewards the run logs are still whole games' raw scores, five lives long (the encoding
+    carries each finished game's score and each lost life; before it did, the run logged
+    every life as a game, about 35 steps long and worth its clipped rewards)."""
+    trained = lander(
+        tmp_path, "train", "ram", "--game", "gym:BreakoutNoFrameskip-v4", "--game-arg",
+        "obs_type=ram", "--timesteps", "6144", "--n-parallel", "2", "--eval-episodes", "2",
+        "--no-git", timeout=600,
+    )  # fmt: skip
+    output = trained.stdout + trained.stderr
+    assert trained.returncode == 0, output
+    logs = tmp_path / "logs" / "ram"
+    lengths = [n for _, n in tensorboard_steps(logs, "rollout/ep_len_mean")]
+    rewards = [r for _, r in tensorboard_steps(logs, "rollout/ep_rew_mean")]
+    assert lengths and min(lengths) > 100, lengths
+    assert all(r >= 0 for r in rewards), rewards
+
+
+def test_the_binary_wire_carries_a_games_score_and_a_lost_life() -> None:
+    """A RAM game's client answers a binary step with SCORED and GOES_ON in its flags and
+    the raw score after the terminal observations, as the bridge decodes them."""
+    view = make_view("BreakoutNoFrameskip-v4", {"obs_type": "ram"})
+    game = GymGame([view], seed=0)
+    game.fast = True
+    game.reset()
+    flags_seen, scores_seen = 0, []
+    for _ in range(5_000):
+        (frame,) = protocol.encode_binary_actions(np.array([3]), discrete=True)
+        reply = game.step_binary(frame[4:])
+        _, _, flags, terminal, scores = protocol.decode_binary_step(reply[4:], 1, 128)
+        flags_seen |= int(flags[0])
+        scores_seen += scores.tolist()
+        if scores.size:
+            break
+    view.close()
+    assert flags_seen & protocol.GOES_ON and flags_seen & protocol.SCORED, flags_seen
+    assert len(scores_seen) == 1 and scores_seen[0] >= 0 and terminal.shape == (1, 128)
+
+
 def test_fire_starts_a_game_that_waits_for_it() -> None:
     """Breakout serves no ball until FIRE: after the reset's FIRE the game is on, so NOOPs
     alone lose the lives one after another."""

@@ -80,10 +80,20 @@ def test_binary_step_round_trip_and_refusal_of_a_wrong_size() -> None:
         protocol.encode_message({"type": "step"})[4:]
     )
     got = protocol.decode_binary_step(body, 3, 7)
-    for expected, actual in zip((obs, reward, flags, terminal), got, strict=True):
+    for expected, actual in zip((obs, reward, flags, terminal, np.zeros(0)), got, strict=True):
         assert np.array_equal(expected, actual)
     with pytest.raises(protocol.FrameError, match="bytes, expected"):
         protocol.decode_binary_step(body[:-3], 3, 7)
+    with pytest.raises(protocol.FrameError, match="cut short"):
+        protocol.decode_binary_step(body[:30], 3, 7)
+    # A game's score follows the terminal observations for each agent flagged SCORED.
+    flags[1] |= protocol.SCORED
+    flags[2] |= protocol.SCORED | protocol.GOES_ON
+    scores = np.array([410.0, 35.0], dtype=np.float32)
+    scored = protocol.encode_binary_step(obs, reward, flags, terminal, scores)[4:]
+    assert np.array_equal(protocol.decode_binary_step(scored, 3, 7)[4], scores)
+    with pytest.raises(protocol.FrameError, match="bytes, expected"):
+        protocol.decode_binary_step(scored[:-4], 3, 7)
     with pytest.raises(protocol.FrameError, match="expected 4"):
         protocol.decode_binary_step(body, 4, 7)
     actions = np.array([[0.5, -1.0], [0.25, 1.0]], dtype=np.float32)

@@ -139,12 +139,23 @@ class GymGame:
         }
 
     def step_binary(self, body: bytes) -> bytes:
-        """The same step in lander's binary encoding (a vector observation, one action key)."""
+        """The same step in lander's binary encoding (a vector observation, one action key),
+        a finished game's raw score and a lost life in its flags (an Atari game seen through
+        its RAM)."""
         actions = protocol.decode_binary_actions(body, self.agents, self.width, self.discrete)
-        observations, rewards, flags, terminals, _ = self._advance(list(actions))
+        observations, rewards, flags, terminals, ends = self._advance(list(actions))
+        scores = []
+        for index, end in enumerate(ends):
+            if protocol.SCORE in end:
+                flags[index] |= protocol.SCORED
+                scores.append(float(end[protocol.SCORE]))
+            if end.get(protocol.GAME_OVER) is False:
+                flags[index] |= protocol.GOES_ON
         size = int(self.obs_entries[OBS_KEY]["size"][0])
         terminal = np.asarray(terminals, dtype=np.float32).reshape(len(terminals), size)
-        return protocol.encode_binary_step(np.asarray(observations), rewards, flags, terminal)
+        return protocol.encode_binary_step(
+            np.asarray(observations), rewards, flags, terminal, np.asarray(scores)
+        )
 
     def call(self, message: dict[str, Any]) -> dict[str, Any]:
         """No methods: null per agent."""
