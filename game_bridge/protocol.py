@@ -389,7 +389,8 @@ def decode_binary_step(
     flags_at = offset + 4 * k * obs_size + 4 * k
     if len(body) < flags_at + k:
         raise FrameError("bad_binary", f"binary step reply of {len(body)} bytes is cut short")
-    n_scored = int(np.count_nonzero(np.frombuffer(body, np.uint8, k, flags_at) & SCORED))
+    flags = np.frombuffer(body, np.uint8, k, flags_at)
+    n_scored = int(np.count_nonzero(flags & SCORED))
     expected = flags_at + k + 4 * n_done * obs_size + 4 * n_scored
     if len(body) != expected:
         raise FrameError(
@@ -398,9 +399,7 @@ def decode_binary_step(
     obs = np.frombuffer(body, "<f4", k * obs_size, offset).reshape(k, obs_size)
     offset += 4 * k * obs_size
     reward = np.frombuffer(body, "<f4", k, offset)
-    offset += 4 * k
-    flags = np.frombuffer(body, np.uint8, k, offset)
-    offset += k
+    offset = flags_at + k
     terminal = np.frombuffer(body, "<f4", n_done * obs_size, offset).reshape(n_done, obs_size)
     offset += 4 * n_done * obs_size
     return obs, reward, flags, terminal, np.frombuffer(body, "<f4", n_scored, offset)
