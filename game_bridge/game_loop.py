@@ -179,11 +179,12 @@ class ServedGame(Protocol):
     def call(self, message: dict[str, Any]) -> dict[str, Any]: ...
 
 
-def serve(game: ServedGame, channel: Channel, name: str, fast_capable: bool = False) -> None:
+def serve(game: ServedGame, channel: Channel, name: str, encoding: str | None = None) -> None:
     """Answer the trainer until it sends ``close`` or goes away.
 
     :param name: the game's name in its complaints (on standard error).
-    :param fast_capable: the game can answer in lander's binary encoding when offered.
+    :param encoding: the binary encoding (one of ``protocol.ENCODINGS``) the game can
+        answer in when the trainer offers it; None: JSON only.
     """
 
     def complain(text: str) -> None:
@@ -208,10 +209,10 @@ def serve(game: ServedGame, channel: Channel, name: str, fast_capable: bool = Fa
         if kind == "handshake":
             offered = message.get("lander_encodings")
             game.fast = (
-                fast_capable
+                encoding is not None
                 and channel.binary_capable
                 and isinstance(offered, list)
-                and protocol.FAST_ENCODING in offered
+                and encoding in offered
             )
             if str(message.get("major_version")) != protocol.MAJOR_VERSION:
                 complain(f"unsupported protocol major version {message.get('major_version')!r}")
@@ -238,7 +239,9 @@ def serve(game: ServedGame, channel: Channel, name: str, fast_capable: bool = Fa
             return
 
 
-def run_game(game: ServedGame, values: dict[str, str], name: str, fast_capable: bool) -> int:
+def run_game(
+    game: ServedGame, values: dict[str, str], name: str, encoding: str | None = None
+) -> int:
     """Open the channel the arguments ask for and serve ``game`` on it: a game's ``main``."""
     try:
         channel = open_channel(values)
@@ -252,7 +255,7 @@ def run_game(game: ServedGame, values: dict[str, str], name: str, fast_capable: 
         )
         return 1
     try:
-        serve(game, channel, name, fast_capable)
+        serve(game, channel, name, encoding)
     finally:
         channel.close()
     return 0

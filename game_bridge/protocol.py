@@ -7,10 +7,10 @@ side (the bundled lander game), so it depends on nothing but the standard
 library and numpy; it uses orjson, several times faster at both ends of every
 message, where it is installed (lander's own environment always has it).
 
-The binary encoding (``FAST_ENCODING``) is an extension negotiated in the
-handshake: the trainer offers it (``"lander_encodings"`` in its handshake, which
-the Godot plugin ignores) and a game that speaks it says so in its ``env_info``
-reply (``"lander_encoding"``). Only then do ``action`` and ``step`` travel as
+The binary encodings (``FAST_ENCODING`` for a vector, ``PICTURE_ENCODING`` for a
+picture) are an extension negotiated in the handshake: the trainer offers them
+(``"lander_encodings"`` in its handshake, which the Godot plugin ignores) and a game
+that speaks one says which in its ``env_info`` reply (``"lander_encoding"``). Only then do ``action`` and ``step`` travel as
 binary frames: the same length prefix, a body starting with a NUL byte (which no
 JSON text starts with), a kind byte, then little-endian arrays. Everything else
 stays JSON, and a game that does not answer the offer is spoken to in JSON.
@@ -44,6 +44,14 @@ FAST_ENCODING = "lander-f32-v2"
 step also carries a finished game's raw score and a lost life (:data:`SCORED`,
 :data:`GOES_ON`), which v1 dropped: an Atari game seen through its RAM logged each life's
 clipped return as a game."""
+PICTURE_ENCODING = "lander-u8-v2"
+"""The same frames for one picture observation (a camera key): observations and terminal
+observations as their uint8 bytes in the declared shape's order instead of float32. The
+plugin's JSON carries a picture as hex text, two characters a byte that the trainer must
+parse back (about 8% of a Breakout trainer's time)."""
+ENCODINGS = (FAST_ENCODING, PICTURE_ENCODING)
+"""Every binary encoding the trainer offers, each for the layout its docstring names."""
+_OBS_DTYPES = {FAST_ENCODING: "<f4", PICTURE_ENCODING: "u1"}
 _BINARY = b"\x00"
 _ACTION_KIND = b"A"
 _STEP_KIND = b"S"
@@ -300,7 +308,7 @@ def handshake_message(offer_fast: bool = False) -> dict[str, Any]:
         "minor_version": MINOR_VERSION,
     }
     if offer_fast:
-        message["lander_encodings"] = [FAST_ENCODING]
+        message["lander_encodings"] = list(ENCODINGS)
     return message
 
 
@@ -344,26 +352,30 @@ def encode_binary_step(
     flags: np.ndarray,
     terminal_obs: np.ndarray,
     scores: np.ndarray | None = None,
+    encoding: str = FAST_ENCODING,
 ) -> bytes:
     """A binary ``step`` frame.
 
-    :param obs: (K, D) observations after the game's own resets.
+    :param obs: (K, D) observations after the game's own resets (K pictures of D bytes
+        under :data:`PICTURE_ENCODING`).
     :param reward: (K,) rewards.
     :param flags: (K,) uint8 of DONE | TRUNCATED | SUCCESS | FAILURE | SCORED | GOES_ON bits.
     :param terminal_obs: (n_done, D) observations before the reset, in agent order.
     :param scores: the raw scores of the agents flagged SCORED, in agent order (none: no
         game ended with a score).
+    :param encoding: which of :data:`ENCODINGS` the observations travel in.
     """
     k, n_done = len(reward), len(terminal_obs)
     scored = np.zeros(0) if scores is None else scores
+    obs_dtype = _OBS_DTYPES[encoding]
     parts = [
         _BINARY,
         _STEP_KIND,
         _STEP_HEADER.pack(k, n_done),
-        np.ascontiguousarray(obs, dtype="<f4").tobytes(),
+        np.ascontiguousarray(obs, dtype=obs_dtype).tobytes(),
         np.ascontiguousarray(reward, dtype="<f4").tobytes(),
         np.ascontiguousarray(flags, dtype=np.uint8).tobytes(),
-        np.ascontiguousarray(terminal_obs, dtype="<f4").tobytes(),
+        np.ascontiguousarray(terminal_obs, dtype=obs_dtype).tobytes(),
         np.ascontiguousarray(scored, dtype="<f4").tobytes(),
     ]
     body = b"".join(parts)
@@ -371,10 +383,11 @@ def encode_binary_step(
 
 
 def decode_binary_step(
-    body: bytes, n_agents: int, obs_size: int
+    body: bytes, n_agents: int, obs_size: int, encoding: str = FAST_ENCODING
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """(obs, reward, flags, terminal_obs, scores) of a binary ``step`` body (``scores``: one
-    per agent flagged SCORED, in agent order).
+    per agent flagged SCORED, in agent order); ``obs_size`` values an observation, float32
+    or (:data:`PICTURE_ENCODING`) uint8.
 
     :raises FrameError: with kind ``"bad_binary"`` when the kind, agent count or size is wrong.
     """
@@ -385,23 +398,24 @@ def decode_binary_step(
         raise FrameError(
             "bad_binary", f"binary step reply for {k} agents ({n_done} done), expected {n_agents}"
         )
+    obs_dtype = np.dtype(_OBS_DTYPES[encoding])
+    obs_bytes = obs_dtype.itemsize * obs_size
     offset = 2 + _STEP_HEADER.size
-    flags_at = offset + 4 * k * obs_size + 4 * k
+    flags_at = offset + obs_bytes * k + 4 * k
     if len(body) < flags_at + k:
         raise FrameError("bad_binary", f"binary step reply of {len(body)} bytes is cut short")
     flags = np.frombuffer(body, np.uint8, k, flags_at)
     n_scored = int(np.count_nonzero(flags & SCORED))
-    expected = flags_at + k + 4 * n_done * obs_size + 4 * n_scored
+    expected = flags_at + k + obs_bytes * n_done + 4 * n_scored
     if len(body) != expected:
         raise FrameError(
             "bad_binary", f"binary step reply of {len(body)} bytes, expected {expected}"
         )
-    obs = np.frombuffer(body, "<f4", k * obs_size, offset).reshape(k, obs_size)
-    offset += 4 * k * obs_size
-    reward = np.frombuffer(body, "<f4", k, offset)
+    obs = np.frombuffer(body, obs_dtype, k * obs_size, offset).reshape(k, obs_size)
+    reward = np.frombuffer(body, "<f4", k, offset + obs_bytes * k)
     offset = flags_at + k
-    terminal = np.frombuffer(body, "<f4", n_done * obs_size, offset).reshape(n_done, obs_size)
-    offset += 4 * n_done * obs_size
+    terminal = np.frombuffer(body, obs_dtype, n_done * obs_size, offset).reshape(n_done, obs_size)
+    offset += obs_bytes * n_done
     return obs, reward, flags, terminal, np.frombuffer(body, "<f4", n_scored, offset)
 
 

@@ -17,7 +17,7 @@ from gymnasium import spaces
 
 from game_bridge.errors import ProtocolViolation
 from game_bridge.machine_memory import available_memory, in_gb
-from game_bridge.protocol import FAST_ENCODING
+from game_bridge.protocol import ENCODINGS, FAST_ENCODING, PICTURE_ENCODING
 
 SHARED_POLICY = "shared_policy"
 AGENT_STEP_BYTES = 1024
@@ -339,22 +339,24 @@ class EnvInfo(AgentLayout):
     actions: tuple[ActionEntry, ...]
     policy_names: tuple[str, ...]
     encoding: str = "json"
-    """``protocol.FAST_ENCODING`` when the game accepted lander's binary steps."""
+    """The binary encoding the game accepted (one of ``protocol.ENCODINGS``), else JSON."""
     sides: tuple[SideLayout, ...] = ()
     """The layout of each side, in the order the game names them, for a game whose sides
     declare their own spaces; empty when every agent shares one."""
 
     @property
-    def binary_capable(self) -> bool:
-        """True when the layout fits the binary encoding: one box observation, one action key."""
-        return (
-            not self.sides
-            and len(self.observations) == 1
-            and not self.observations[0].is_image
-            and len(self.observations[0].space.shape or ()) == 1
-            and isinstance(self.observations[0].space, spaces.Box)
-            and len(self.actions) == 1
-        )
+    def binary_encoding(self) -> str | None:
+        """The binary encoding the layout fits: one action key and one observation key,
+        a vector (``FAST_ENCODING``) or a picture (``PICTURE_ENCODING``); None for
+        anything else, which travels as JSON."""
+        if self.sides or len(self.observations) != 1 or len(self.actions) != 1:
+            return None
+        entry = self.observations[0]
+        if not isinstance(entry.space, spaces.Box):
+            return None
+        if entry.is_image:
+            return PICTURE_ENCODING
+        return FAST_ENCODING if len(entry.space.shape or ()) == 1 else None
 
     def side(self, name: str) -> AgentLayout:
         """The layout a policy of side ``name`` reads and writes."""
@@ -419,8 +421,8 @@ def parse_env_info(message: dict[str, Any], instance: int | None = None) -> EnvI
             instance, f"agent_policy_names must list {n_agents} names, got {names_value!r:.120}"
         )
     encoding = "json"
-    if message.get("lander_encoding") == FAST_ENCODING:
-        encoding = FAST_ENCODING
+    if message.get("lander_encoding") in ENCODINGS:
+        encoding = str(message["lander_encoding"])
     if all(spec == obs_per_agent[0] for spec in obs_per_agent) and all(
         spec == act_per_agent[0] for spec in act_per_agent
     ):

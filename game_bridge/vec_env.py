@@ -102,14 +102,16 @@ class GameVecEnv(VecEnv):
         self._waited_s = 0.0  # in step_wait, over every step: the games' own pace
         self._waited_steps = 0
         # Binary steps only when offered, every game accepted them and the layout fits.
+        encoding = self.env_info.binary_encoding
         self.binary = (
             config.offers_fast_wire
-            and all(info.encoding == protocol.FAST_ENCODING for info in infos)
-            and self.env_info.binary_capable
+            and encoding is not None
+            and all(info.encoding == encoding for info in infos)
         )
+        self._encoding = encoding or protocol.FAST_ENCODING
         self._discrete = self.env_info.actions[0].discrete
-        obs_shape = self.env_info.observations[0].space.shape or (1,)
-        self._obs_size = int(obs_shape[0])
+        self._obs_shape = self.env_info.observations[0].space.shape or (1,)
+        self._obs_size = int(np.prod(self._obs_shape))
         super().__init__(
             config.n_instances * self.agents_per_instance,
             self.env_info.observation_space,
@@ -228,7 +230,7 @@ class GameVecEnv(VecEnv):
                     "bad_binary", f"expected a binary step reply, got {body[:60]!r}"
                 )
             obs, reward, flags, terminal, scores = protocol.decode_binary_step(
-                body, self.agents_per_instance, self._obs_size
+                body, self.agents_per_instance, self._obs_size, self._encoding
             )
         except protocol.FrameError as exc:
             instance.faulted = True
@@ -238,7 +240,7 @@ class GameVecEnv(VecEnv):
         for row, agent in enumerate(dones.nonzero()[0].tolist()):
             infos[agent] = {
                 "TimeLimit.truncated": bool(flags[agent] & protocol.TRUNCATED),
-                "terminal_observation": terminal[row].copy(),
+                "terminal_observation": terminal[row].reshape(self._obs_shape).copy(),
             }
             if flags[agent] & (protocol.SUCCESS | protocol.FAILURE):
                 infos[agent]["is_success"] = bool(flags[agent] & protocol.SUCCESS)
@@ -249,6 +251,7 @@ class GameVecEnv(VecEnv):
             infos[agent][protocol.SCORE] = score
             infos[agent][protocol.GAME_OVER] = True
         # obs and reward are read-only views of the reply: step_wait copies them into the batch.
+        obs = obs.reshape((self.agents_per_instance, *self._obs_shape))
         return {self.env_info.observations[0].key: obs}, reward, dones, infos
 
     def game_ticks_per_second(self) -> float | None:
@@ -353,7 +356,7 @@ class GameVecEnv(VecEnv):
         fresh = started[0]
         try:
             if not infos[0].same_layout(self.env_info) or (
-                self.binary and infos[0].encoding != protocol.FAST_ENCODING
+                self.binary and infos[0].encoding != self._encoding
             ):
                 raise ProtocolViolation(
                     index, "the restarted game declares other spaces than before"

@@ -5,6 +5,8 @@ observation is a camera key, alone or beside vector keys."""
 from __future__ import annotations
 
 import json
+import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -16,8 +18,10 @@ from gymnasium import spaces
 from game_bridge import protocol
 from game_bridge.bot_runner import BotRunner
 from game_bridge.codecs import ObservationCodec
+from game_bridge.launcher import LaunchConfig
 from game_bridge.protocol import GAME_OVER, SCORE
 from game_bridge.spaces import parse_env_info
+from game_bridge.vec_env import GameVecEnv
 from games.gym import atari
 from games.gym.client import GymGame
 from games.gym.view import IMAGE_KEY, GameView, make_view
@@ -157,6 +161,54 @@ def test_the_binary_wire_carries_a_games_score_and_a_lost_life() -> None:
     view.close()
     assert flags_seen & protocol.GOES_ON and flags_seen & protocol.SCORED, flags_seen
     assert len(scores_seen) == 1 and scores_seen[0] >= 0 and terminal.shape == (1, 128)
+
+
+def test_pictures_travel_as_bytes_and_the_run_sees_what_json_would_show(
+    port_block: Callable[[int], int],
+) -> None:
+    """Breakout's frames in lander's binary picture encoding reach the batch as the
+    plugin's hex-in-JSON does, byte for byte: observations, rewards, ends, terminal frames,
+    lost lives and whole games' scores, over real games on TCP with the same seeds."""
+    runs: dict[bool, list[tuple[Any, ...]]] = {}
+    for fast_wire in (False, True):
+        env = GameVecEnv(
+            LaunchConfig(
+                command=[sys.executable, "-m", "games.gym", "--env_id=BreakoutNoFrameskip-v4"],
+                n_instances=2,
+                base_port=port_block(2),
+                seed=3,
+                game_args={"agents": "2"},
+                fast_wire=fast_wire,
+            )
+        )
+        try:
+            assert env.binary == fast_wire
+            steps: list[tuple[Any, ...]] = [(env.reset(),)]
+            rng = np.random.default_rng(0)
+            for _ in range(400):
+                obs, rewards, dones, infos = env.step(rng.integers(0, 4, 4))
+                steps.append((obs, rewards, dones, infos))
+        finally:
+            env.close()
+        runs[fast_wire] = steps
+    assert runs[True][0][0].dtype == np.uint8 and runs[True][0][0].shape == (4, 4, 84, 84)
+    assert np.array_equal(runs[True][0][0], runs[False][0][0])
+    ends = scores = 0
+    for binary, json_step in zip(runs[True][1:], runs[False][1:], strict=True):
+        obs, rewards, dones, infos = binary
+        assert obs.dtype == np.uint8 and np.array_equal(obs, json_step[0])
+        assert np.array_equal(rewards, json_step[1]) and np.array_equal(dones, json_step[2])
+        for info, expected in zip(infos, json_step[3], strict=True):
+            assert info.keys() == expected.keys()
+            if "terminal_observation" in info:
+                ends += 1
+                assert info["terminal_observation"].dtype == np.uint8
+                assert np.array_equal(
+                    info["terminal_observation"], expected["terminal_observation"]
+                )
+            assert all(info[key] == expected[key] for key in info if key != "terminal_observation")
+            scores += SCORE in info
+    assert ends > scores > 0, (ends, scores)  # lives lost, and whole games scored
 
 
 def test_fire_starts_a_game_that_waits_for_it() -> None:

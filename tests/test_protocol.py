@@ -96,6 +96,16 @@ def test_binary_step_round_trip_and_refusal_of_a_wrong_size() -> None:
         protocol.decode_binary_step(scored[:-4], 3, 7)
     with pytest.raises(protocol.FrameError, match="expected 4"):
         protocol.decode_binary_step(body, 4, 7)
+    # Pictures travel as their bytes, a quarter of the floats' size, and come back uint8.
+    pictures = np.arange(3 * 2 * 5 * 5, dtype=np.uint8).reshape(3, 50)
+    picture = protocol.encode_binary_step(
+        pictures, reward, flags, pictures[1:], scores, protocol.PICTURE_ENCODING
+    )[4:]
+    got = protocol.decode_binary_step(picture, 3, 50, protocol.PICTURE_ENCODING)
+    for expected, actual in zip((pictures, reward, flags, pictures[1:], scores), got, strict=True):
+        assert np.array_equal(expected, actual) and expected.dtype == actual.dtype
+    with pytest.raises(protocol.FrameError, match="cut short"):  # read as floats
+        protocol.decode_binary_step(picture, 3, 50)
     actions = np.array([[0.5, -1.0], [0.25, 1.0]], dtype=np.float32)
     (frame,) = protocol.encode_binary_actions(actions, discrete=False)
     sent = frame[4:]

@@ -36,7 +36,7 @@ def test_sides_with_their_own_spaces_move_as_one_padded_batch() -> None:
     hunter, prey = info.sides
     assert (hunter.name, prey.name) == ("hunter", "prey") and hunter.agents == (0, 2)
     assert hunter.observation_size == HUNTER_OBS and prey.observation_size == PREY_OBS
-    assert info.observation_space.shape == (PREY_OBS,) and not info.binary_capable
+    assert info.observation_space.shape == (PREY_OBS,) and info.binary_encoding is None
     assert info.side("prey").layout()["actions"] == [
         {"key": "move", "size": 5, "action_type": "discrete"}
     ]

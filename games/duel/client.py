@@ -209,7 +209,7 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as exc:
         print(f"duel-game: {exc}", file=sys.stderr)
         return 2
-    return run_game(game, values, "duel-game", fast_capable=False)
+    return run_game(game, values, "duel-game")
 
 
 if __name__ == "__main__":

@@ -39,13 +39,22 @@ class GymGame:
         self.obs_entries, self.action_entries = views[0].env_info_spaces()
         self.parts = views[0].parts
         self.discrete = all(e["action_type"] == "discrete" for e in self.action_entries.values())
-        self.vector = (
-            list(self.obs_entries) == [OBS_KEY] and self.obs_entries[OBS_KEY]["space"] == "box"
-        )
         self.width = sum(e["size"] for e in self.action_entries.values())
-        # lander's binary steps carry one float vector and one action key
-        self.fast = False
+        self.encoding = self._binary_encoding()
+        self.obs_size = int(np.prod(self.obs_entries[self.parts[0].key]["size"]))
+        self.fast = False  # set when the trainer offers :attr:`encoding`
         self._seeded = False
+
+    def _binary_encoding(self) -> str | None:
+        """The binary encoding the spaces fit: one action key and one observation, a
+        vector (numbers) or a picture (bytes); None: JSON only."""
+        if len(self.parts) != 1 or len(self.action_entries) != 1:
+            return None
+        if self.parts[0].is_image:
+            return protocol.PICTURE_ENCODING
+        entry = self.obs_entries.get(OBS_KEY)
+        vector = entry is not None and entry["space"] == "box" and len(entry["size"]) == 1
+        return protocol.FAST_ENCODING if vector else None
 
     def env_info(self) -> dict[str, Any]:
         """The same spaces for every agent, bounds per dimension, the binary offer taken."""
@@ -56,7 +65,7 @@ class GymGame:
             "n_agents": self.agents,
         }
         if self.fast:
-            reply["lander_encoding"] = protocol.FAST_ENCODING
+            reply["lander_encoding"] = self.encoding
         return reply
 
     def _reset_copy(self, index: int) -> Any:
@@ -139,9 +148,9 @@ class GymGame:
         }
 
     def step_binary(self, body: bytes) -> bytes:
-        """The same step in lander's binary encoding (a vector observation, one action key),
-        a finished game's raw score and a lost life in its flags (an Atari game seen through
-        its RAM)."""
+        """The same step in lander's binary encoding (one observation, numbers or a picture's
+        bytes, and one action key), a finished game's raw score and a lost life in its flags
+        (an Atari game)."""
         actions = protocol.decode_binary_actions(body, self.agents, self.width, self.discrete)
         observations, rewards, flags, terminals, ends = self._advance(list(actions))
         scores = []
@@ -151,10 +160,17 @@ class GymGame:
                 scores.append(float(end[protocol.SCORE]))
             if end.get(protocol.GAME_OVER) is False:
                 flags[index] |= protocol.GOES_ON
-        size = int(self.obs_entries[OBS_KEY]["size"][0])
-        terminal = np.asarray(terminals, dtype=np.float32).reshape(len(terminals), size)
+        assert self.encoding is not None  # fast only where the spaces fit one
+        key = self.parts[0].key  # a dictionary of one key is that key's value
+        rows = [o[key] if isinstance(o, dict) else o for o in (*observations, *terminals)]
+        batch = np.asarray(rows).reshape(len(rows), self.obs_size)
         return protocol.encode_binary_step(
-            np.asarray(observations), rewards, flags, terminal, np.asarray(scores)
+            batch[: self.agents],
+            rewards,
+            flags,
+            batch[self.agents :],
+            np.asarray(scores),
+            self.encoding,
         )
 
     def call(self, message: dict[str, Any]) -> dict[str, Any]:
@@ -180,5 +196,4 @@ def main(argv: list[str] | None = None) -> int:
         print(f"gym-game: {exc}", file=sys.stderr)
         return 2
     game = GymGame(views, seed)
-    fast_capable = game.vector and len(game.action_entries) == 1
-    return run_game(game, values, f"gym-game {env_id}", fast_capable=fast_capable)
+    return run_game(game, values, f"gym-game {env_id}", game.encoding)

@@ -249,8 +249,9 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     if settings.bot:
         return play_alone(settings)
-    fast = settings.observation == "vector"  # lander's binary steps carry coordinates only
-    return run_game(LanderGame(settings), values, "lander-game", fast_capable=fast)
+    # lander's binary steps carry its coordinates; its camera modes keep the plugin's JSON
+    encoding = protocol.FAST_ENCODING if settings.observation == "vector" else None
+    return run_game(LanderGame(settings), values, "lander-game", encoding)
 
 
 if __name__ == "__main__":

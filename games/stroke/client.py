@@ -122,4 +122,4 @@ def main(argv: list[str] | None = None) -> int:
         )
         return 2
     game = StrokeGame(agents, seed, mode, observation == "pixels")
-    return run_game(game, values, "stroke-game", fast_capable=False)
+    return run_game(game, values, "stroke-game")
