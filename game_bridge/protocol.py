@@ -10,9 +10,10 @@ message, where it is installed (lander's own environment always has it).
 The binary encodings (``FAST_ENCODING`` for a vector, ``PICTURE_ENCODING`` for a
 picture) are an extension negotiated in the handshake: the trainer offers them
 (``"lander_encodings"`` in its handshake, which the Godot plugin ignores) and a game
-that speaks one says which in its ``env_info`` reply (``"lander_encoding"``). Only then do ``action`` and ``step`` travel as
-binary frames: the same length prefix, a body starting with a NUL byte (which no
-JSON text starts with), a kind byte, then little-endian arrays. Everything else
+that speaks one says which in its ``env_info`` reply (``"lander_encoding"``). Only
+then do ``action`` and ``step`` travel as binary frames: the same length prefix, a
+body starting with a NUL byte (which no JSON text starts with), a kind byte, then
+little-endian arrays. Everything else
 stays JSON, and a game that does not answer the offer is spoken to in JSON.
 """
 
