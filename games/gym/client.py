@@ -16,8 +16,10 @@ from typing import Any
 import numpy as np
 
 from game_bridge import protocol
+from game_bridge.errors import ProtocolViolation
 from game_bridge.game_loop import read_arguments, run_game
-from games.gym.view import OBS_KEY, GameView, UnsupportedEnv, make_view, parse_kwargs
+from game_bridge.spaces import parse_env_info
+from games.gym.view import GameView, UnsupportedEnv, make_view, parse_kwargs
 
 LAUNCH_ARGUMENTS = frozenset(
     {"env_id", "port", "env_seed", "transport", "agents", "speedup", "action_repeat"}
@@ -40,21 +42,18 @@ class GymGame:
         self.parts = views[0].parts
         self.discrete = all(e["action_type"] == "discrete" for e in self.action_entries.values())
         self.width = sum(e["size"] for e in self.action_entries.values())
-        self.encoding = self._binary_encoding()
         self.obs_size = int(np.prod(self.obs_entries[self.parts[0].key]["size"]))
         self.fast = False  # set when the trainer offers :attr:`encoding`
+        self.encoding = self._binary_encoding()
         self._seeded = False
 
     def _binary_encoding(self) -> str | None:
-        """The binary encoding the spaces fit: one action key and one observation, a
-        vector (numbers) or a picture (bytes); None: JSON only."""
-        if len(self.parts) != 1 or len(self.action_entries) != 1:
+        """The binary encoding these spaces fit, judged as the trainer judges them; None
+        (JSON) for spaces it refuses, which it then names to the user."""
+        try:
+            return parse_env_info(self.env_info()).binary_encoding
+        except ProtocolViolation:
             return None
-        if self.parts[0].is_image:
-            return protocol.PICTURE_ENCODING
-        entry = self.obs_entries.get(OBS_KEY)
-        vector = entry is not None and entry["space"] == "box" and len(entry["size"]) == 1
-        return protocol.FAST_ENCODING if vector else None
 
     def env_info(self) -> dict[str, Any]:
         """The same spaces for every agent, bounds per dimension, the binary offer taken."""
