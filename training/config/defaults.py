@@ -14,8 +14,9 @@ PICTURE_DEFAULTS: dict[str, Any] = {
     # cannot tell Breakout's ball from its bricks (docs/performance.md, "Games that see").
     # At 40 minutes, seed 0, it is ahead of the zoo on all three ALE games of the suite; the
     # zoo's own network through lander (Nature CNN, 512 features, linear heads) is further
-    # ahead on Pong (17.3 against 12.9) and Breakout (24.0 against 20.4) but behind the zoo
-    # on SpaceInvaders (331.8 against its 385.9, the small CNN 421.1): "eleventh part".
+    # ahead on Pong (17.3 against 12.9), level on Breakout (the zoo's 17.6 at 1,305 s against
+    # 1,316 s) and behind the zoo on SpaceInvaders (331.8 against its 385.9, the small CNN
+    # 421.1): "eleventh part".
     "camera_encoder": "small",
     # The field's settings for a CNN (the PPO paper's Atari table, CleanRL's ppo_atari, RL
     # Zoo's atari entry): 128-step rollouts, 4 epochs, a step of 2.5e-4, a clip of 0.1,
