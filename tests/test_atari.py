@@ -491,6 +491,7 @@ def test_a_cnns_rollout_hands_the_update_its_frames_channels_last(encoder: str) 
     env = DummyVecEnv([lambda: make_view("BreakoutNoFrameskip-v4", {})])
     config = TrainConfig(camera_encoder=encoder, n_steps=16, device="cpu")
     model = make_ppo_model(config, env, None, None)
+    assert model.cnn_rollouts() == (encoder == "small")  # the lean loop plays a CNN's
     model.learn(16)
     env.close()
     buffer = model.rollout_buffer

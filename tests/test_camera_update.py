@@ -25,14 +25,16 @@ from training.ppo.lean_update import lean_update_fits
 
 FRAME = (3, 13, 18)
 """Channels, height, width: odd sizes, so the pool drops a row as torch's does."""
+CNN_FRAME = (3, 36, 40)
+"""The smallest frames the Nature CNN's three convolutions take, near enough."""
 
 
 class _Frames(gymnasium.Env[Any, Any]):
     """Random sparse frames (a few lit pixels a channel, as a game's sprites) and random
     rewards, episodes ending now and then; with ``vector``, a vector key beside them."""
 
-    def __init__(self, discrete: bool, vector: bool) -> None:
-        camera = gymnasium.spaces.Box(0, 255, FRAME, np.uint8)
+    def __init__(self, discrete: bool, vector: bool, frame: tuple[int, ...] = FRAME) -> None:
+        camera = gymnasium.spaces.Box(0, 255, frame, np.uint8)
         self.observation_space: gymnasium.spaces.Space[Any] = (
             gymnasium.spaces.Dict(
                 {"camera_2d": camera, "obs": gymnasium.spaces.Box(-1, 1, (4,), np.float32)}
@@ -113,8 +115,9 @@ class _Sweep(gymnasium.Env[Any, Any]):
     """A dot sweeping across the frame, one pixel a step, cut by a time limit at t = 5
     (reward 1 a step); with ``vector``, the step count as a vector key beside it."""
 
-    def __init__(self, discrete: bool, vector: bool) -> None:
-        self.inner = _Frames(discrete, vector)
+    def __init__(self, discrete: bool, vector: bool, frame: tuple[int, ...] = FRAME) -> None:
+        self.inner = _Frames(discrete, vector, frame)
+        self.frame = frame
         self.observation_space = self.inner.observation_space
         self.action_space = self.inner.action_space
         self.vector = vector
@@ -126,7 +129,7 @@ class _Sweep(gymnasium.Env[Any, Any]):
         return self._obs(self.t), {}
 
     def _obs(self, t: int) -> Any:
-        frame = np.zeros(FRAME, np.uint8)
+        frame = np.zeros(self.frame, np.uint8)
         frame[t % 3, 2 + t, 3 + 2 * t] = 200
         frame[(t + 1) % 3, 10 - t, 4] = 90
         if not self.vector:
@@ -144,14 +147,17 @@ def _as_tensors(observations: Any, rows: int) -> Any:
     return torch.as_tensor(observations.reshape(rows, *observations.shape[2:]))
 
 
-def sweep_model(discrete: bool, vector: bool, envs: int, **extractor: Any) -> LeanPPO:
+def sweep_model(
+    discrete: bool, vector: bool, envs: int, encoder: str = "centroids", **extractor: Any
+) -> LeanPPO:
     """A camera model over ``envs`` sweeping dots, rollouts of 10 steps in 2 minibatches;
     ``extractor`` adds to the camera extractor's arguments."""
-    kwargs = camera_policy_kwargs("centroids", 1, 256)
+    kwargs = camera_policy_kwargs(encoder, 1, 64)
     kwargs["features_extractor_kwargs"].update(extractor)
+    frame = FRAME if encoder == "centroids" else CNN_FRAME
     return LeanPPO(
         "MultiInputPolicy" if vector else "CnnPolicy",
-        DummyVecEnv([lambda: _Sweep(discrete, vector) for _ in range(envs)]),
+        DummyVecEnv([lambda: _Sweep(discrete, vector, frame) for _ in range(envs)]),
         n_steps=10,
         batch_size=5 * envs,
         seed=0,
@@ -162,22 +168,27 @@ def sweep_model(discrete: bool, vector: bool, envs: int, **extractor: Any) -> Le
 
 @pytest.mark.parametrize("vector", [False, True], ids=["camera", "camera+vector"])
 @pytest.mark.parametrize("discrete", [False, True], ids=["box", "discrete"])
-def test_camera_rollouts_in_numpy_hold_what_sb3s_would(vector: bool, discrete: bool) -> None:
-    """The frames are stored as the bytes the game sent; values and log-probabilities are
-    the torch policy's own for the actions taken; a time limit's cut is bootstrapped with
-    the value of the cut observation."""
-    model = sweep_model(discrete, vector, envs=3)
+@pytest.mark.parametrize("encoder", ["centroids", "small", "nature"])
+def test_camera_rollouts_hold_what_sb3s_would(vector: bool, discrete: bool, encoder: str) -> None:
+    """Played by the lean loop (the centroids in numpy, a CNN in torch): the frames are
+    stored as the bytes the game sent; values and log-probabilities are the torch policy's
+    own for the actions taken; a time limit's cut is bootstrapped with the value of the cut
+    observation."""
+    model = sweep_model(discrete, vector, envs=3, encoder=encoder)
     env = model.env
-    assert model.camera_rollouts(), "lander's default"
-    model.numpy_camera = False
-    assert not model.camera_rollouts(), "SB3's path when asked for"
-    model.numpy_camera = True
+    if encoder == "centroids":
+        assert model.camera_rollouts(), "lander's default"
+        model.numpy_camera = False
+        assert not model.camera_rollouts(), "SB3's path when asked for"
+        model.numpy_camera = True
+    else:
+        assert model.cnn_rollouts() and not model.camera_rollouts()
     model.learn(30)
     buffer = model.rollout_buffer
     model.collect_rollouts(env, _NoCallback(), buffer, 10)
     frames = buffer.observations["camera_2d"] if vector else buffer.observations
     assert frames.dtype == np.uint8 and frames.max() == 200
-    sweep = _Sweep(discrete, vector=False)
+    sweep = _Sweep(discrete, vector=False, frame=frames.shape[2:])
     expected = np.stack([sweep._obs(t % 5) for t in range(10)])
     np.testing.assert_array_equal(frames[:, 0], expected)
     obs = _as_tensors(buffer.observations, 30)
@@ -190,7 +201,7 @@ def test_camera_rollouts_in_numpy_hold_what_sb3s_would(vector: bool, discrete: b
     close = {"rtol": 1e-4, "atol": 1e-5}
     np.testing.assert_allclose(buffer.values.reshape(30), values.flatten().numpy(), **close)
     np.testing.assert_allclose(buffer.log_probs.reshape(30), log_prob.numpy(), **close)
-    cut, _ = model.policy.obs_to_tensor(_Sweep(discrete, vector)._obs(5))
+    cut, _ = model.policy.obs_to_tensor(_Sweep(discrete, vector, frames.shape[2:])._obs(5))
     with torch.no_grad():
         bootstrap = float(model.policy.predict_values(cut)[0, 0])
     cut_rows = np.array([4, 9])

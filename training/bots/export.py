@@ -109,7 +109,7 @@ def export_policy(
         if not onnx_parity.passed(discrete or layout.mixed):
             raise ExportError(f"ONNX export disagrees with the model: {onnx_parity}")
         try:
-            write_json_atomic(bot_json, spec)
+            write_json_atomic(bot_json, spec, compact=True)
             os.replace(candidate, bot_onnx)
         except OSError as exc:
             raise ExportError(

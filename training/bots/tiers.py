@@ -234,5 +234,5 @@ def _noted(tier: Tier, result: MatchResult) -> MatchResult:
         "score": round(result.score, 3),
         "interval_95": [round(low, 3), round(high, 3)],
     }
-    write_json_atomic(tier.bot_json, spec)
+    write_json_atomic(tier.bot_json, spec, compact=True)
     return result

@@ -43,12 +43,22 @@ from gymnasium import spaces
 from stable_baselines3 import PPO
 from stable_baselines3.common.buffers import RolloutBuffer
 from stable_baselines3.common.callbacks import BaseCallback
-from stable_baselines3.common.policies import ActorCriticPolicy
+from stable_baselines3.common.policies import (
+    ActorCriticCnnPolicy,
+    ActorCriticPolicy,
+    MultiInputActorCriticPolicy,
+)
 from stable_baselines3.common.torch_layers import FlattenExtractor
+from stable_baselines3.common.utils import obs_as_tensor
 from stable_baselines3.common.vec_env import VecEnv
 
 from training.ppo.action_heads import evaluate_actions
-from training.ppo.camera_policy import CameraExtractor, refit_whitening, sees_images
+from training.ppo.camera_policy import (
+    CameraExtractor,
+    CentroidEncoder,
+    refit_whitening,
+    sees_images,
+)
 from training.ppo.camera_update import (
     CameraActor,
     CameraDictRolloutBuffer,
@@ -222,6 +232,24 @@ class LeanPPO(PPO):
             and type(self.rollout_buffer) in (CameraRolloutBuffer, CameraDictRolloutBuffer)
         )
 
+    def cnn_rollouts(self) -> bool:
+        """True when a camera policy with a CNN encoder (``small``, ``nature``: what numpy
+        does not write out) is played by the lean loop, its forward pass in torch: SB3's
+        loop spent a quarter of a Nature CNN run's collection around the forward pass
+        (a distribution object, tensor copies, the buffer's ``add``; docs/performance.md,
+        "Games that see, twelfth part")."""
+        policy = self.policy
+        return (
+            type(policy) in (ActorCriticPolicy, ActorCriticCnnPolicy, MultiInputActorCriticPolicy)
+            and isinstance(policy.features_extractor, CameraExtractor)
+            and not any(isinstance(m, CentroidEncoder) for m in policy.features_extractor.encoders)
+            and policy.share_features_extractor
+            and isinstance(self.action_space, spaces.Box | spaces.Discrete)
+            and not self.use_sde
+            and not policy.squash_output
+            and type(self.rollout_buffer) in (CameraRolloutBuffer, CameraDictRolloutBuffer)
+        )
+
     def collect_rollouts(
         self,
         env: VecEnv,
@@ -249,7 +277,8 @@ class LeanPPO(PPO):
     ) -> bool:
         recurrent = is_recurrent(self.policy)
         flat = not recurrent and self.lean_rollouts()
-        if not recurrent and not flat and not self.camera_rollouts():
+        numpy_camera = not recurrent and not flat and self.camera_rollouts()
+        if not (recurrent or flat or numpy_camera or self.cnn_rollouts()):
             return super().collect_rollouts(env, callback, rollout_buffer, n_rollout_steps)
         if flat and self.asynchronous:
             return self._collect_ahead(env, callback, rollout_buffer, n_rollout_steps)
@@ -267,7 +296,8 @@ class LeanPPO(PPO):
             )
             self._last_hidden = played.hidden
         else:
-            played = _play(self, self.policy, env, rollout_buffer, n_rollout_steps, step_done)
+            actor = _actor(self.policy, self.action_space, numpy_camera)
+            played = _play(self, actor, env, rollout_buffer, n_rollout_steps, step_done)
         self._last_obs, self._last_episode_starts = played.obs, played.dones
         if not played.whole:
             return False
@@ -414,14 +444,14 @@ StepDone = Callable[[np.ndarray, np.ndarray, list[dict[str, Any]]], bool]
 
 def _play(
     model: LeanPPO,
-    policy: ActorCriticPolicy,
+    actor: _Actor,
     env: VecEnv,
     storage: RolloutBuffer,
     n_steps: int,
     step_done: StepDone,
     stop: threading.Event | None = None,
 ) -> _Played:
-    """Step every env ``n_steps`` times with ``policy``, from where ``model`` left the
+    """Step every env ``n_steps`` times with ``actor``, from where ``model`` left the
     games, writing each step into ``storage`` in place; ``step_done`` sees each step
     before its truncated episodes are bootstrapped (as SB3's callbacks do) and may stop
     the rollout, as may ``stop``."""
@@ -429,7 +459,6 @@ def _play(
     storage.reset()
     space = model.action_space
     low, high = (space.low, space.high) if isinstance(space, spaces.Box) else (None, None)
-    actor = _actor(policy, space)
     obs: Any = model._last_obs
     starts: np.ndarray = model._last_episode_starts
     for _ in range(n_steps):
@@ -455,14 +484,15 @@ class _Actor(Protocol):
     def values(self, obs: np.ndarray) -> np.ndarray: ...
 
 
-def _actor(policy: ActorCriticPolicy, space: spaces.Space[Any]) -> _Actor:
+def _actor(policy: ActorCriticPolicy, space: spaces.Space[Any], numpy_camera: bool) -> _Actor:
     """What plays a rollout: numpy over the policy's own weights where it writes the
-    policy out (a third of torch's time per step here), else torch."""
-    if not numpy_fits(policy):
-        return _TorchActor(policy, space)
-    if isinstance(policy.features_extractor, CameraExtractor):
+    policy out (a third of torch's time per step here; a camera policy's where
+    ``numpy_camera``, :meth:`LeanPPO.camera_rollouts`), else torch."""
+    if numpy_camera:
         return CameraActor(policy, space)
-    return NumpyActor(policy, space)
+    if isinstance(policy.features_extractor, FlattenExtractor) and numpy_fits(policy):
+        return NumpyActor(policy, space)
+    return _TorchActor(policy, space)
 
 
 @dataclass
@@ -479,13 +509,38 @@ class _TorchActor:
         return _values(self.policy, obs)
 
 
+def _features(policy: ActorCriticPolicy, obs: Any) -> torch.Tensor:
+    """What the heads read: a flat policy's observations as they are (its extractor only
+    flattens vectors), else its own extractor's output, a camera key's frames handed over
+    channels last while still bytes where a CNN reads them so (as the update's buffer
+    does)."""
+    extractor = policy.features_extractor
+    if isinstance(extractor, FlattenExtractor):
+        return torch.as_tensor(obs, device=policy.device).float()
+    tensors = obs_as_tensor(obs, policy.device)
+    if isinstance(extractor, CameraExtractor) and extractor.channels_last:
+        tensors = _channels_last(tensors)
+    features = policy.extract_features(tensors)
+    assert isinstance(features, torch.Tensor)  # one extractor, shared by the heads
+    return features
+
+
+def _channels_last(tensors: Any) -> Any:
+    """Each 4-d tensor (a camera key's frames) channels last; anything else as it is."""
+    if isinstance(tensors, dict):
+        return {key: _channels_last(value) for key, value in tensors.items()}
+    if tensors.dim() == 4:
+        return tensors.contiguous(memory_format=torch.channels_last)
+    return tensors
+
+
 @torch.no_grad()
 def _act(
     policy: ActorCriticPolicy, space: spaces.Space[Any], obs: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Sampled actions, values and log-probabilities of a batch of observations, in one
     forward pass (the policy's own layers, its distribution written out)."""
-    features = torch.as_tensor(obs, device=policy.device).float()
+    features = _features(policy, obs)
     latent_pi, latent_vf = policy.mlp_extractor(features)
     values = policy.value_net(latent_vf).flatten()
     head = policy.action_net(latent_pi)
@@ -505,7 +560,7 @@ def _act(
 @torch.no_grad()
 def _values(policy: ActorCriticPolicy, obs: np.ndarray) -> np.ndarray:
     """The value head's estimate of a batch of observations."""
-    features = torch.as_tensor(obs, device=policy.device).float()
+    features = _features(policy, obs)
     return policy.value_net(policy.mlp_extractor.forward_critic(features)).flatten().cpu().numpy()
 
 
@@ -547,7 +602,8 @@ class _Ahead:
 
         def run() -> None:
             try:
-                self._played = _play(model, policy, env, storage, n_steps, record, self.stop)
+                actor = _actor(policy, model.action_space, numpy_camera=False)
+                self._played = _play(model, actor, env, storage, n_steps, record, self.stop)
             except BaseException as exc:  # a game fault or Ctrl-C: raised in the main thread
                 self._error = exc
 

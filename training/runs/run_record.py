@@ -55,9 +55,13 @@ def write_bytes_atomic(path: Path, data: bytes) -> None:
         raise
 
 
-def write_json_atomic(path: Path, data: Any) -> None:
-    """:func:`write_bytes_atomic` of ``data`` as indented JSON."""
-    write_bytes_atomic(path, (json.dumps(data, indent=2) + "\n").encode())
+def write_json_atomic(path: Path, data: Any, *, compact: bool = False) -> None:
+    """:func:`write_bytes_atomic` of ``data`` as JSON: indented for the records people
+    read, ``compact`` for bot files, whose weights are up to millions of numbers (a
+    Nature CNN's bot: 51 MB indented, 32 MB compact, and indented JSON is written by
+    Python's pure-Python encoder: 1.5 s against 0.9 s)."""
+    text = json.dumps(data, separators=(",", ":")) if compact else json.dumps(data, indent=2)
+    write_bytes_atomic(path, (text + "\n").encode())
 
 
 def load_runs(root: Path) -> list[RunRecord]:
