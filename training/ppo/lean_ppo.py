@@ -4,12 +4,16 @@ SB3's ``collect_rollouts`` spends more Python per vectorised step than the forwa
 costs: a distribution object per step, a loop over every env for infos and another for
 truncations (each truncated episode its own forward pass), copies into the rollout
 buffer. :class:`LeanPPO` replaces that loop (as sb3-contrib's MaskablePPO does) for the
-policies lander builds (a flat Box observation, Box or Discrete actions, no gSDE):
+policies lander builds (a flat Box observation or camera keys, Box or Discrete actions, no
+gSDE):
 
 - one forward for all envs: features, both heads, then the Gaussian's sample and
   log-probability from the noise itself (no ``torch.distributions`` object), in numpy
   over the policy's own weights where ``training/ppo/numpy_policy.py`` writes the policy out
   (50 against 175 us a step for 32 envs here), else in torch;
+- a camera policy the same way: the centroid encoder in numpy too
+  (``camera_update.CameraActor``), a CNN (``small``, ``nature``) by its own torch layers,
+  its frames handed over channels last while still bytes;
 - the rollout buffer's arrays written in place;
 - truncated episodes bootstrapped in one batched value pass, their indices found in
   numpy; the episode statistics read only from the envs that finished.
@@ -232,15 +236,21 @@ class LeanPPO(PPO):
             and type(self.rollout_buffer) in (CameraRolloutBuffer, CameraDictRolloutBuffer)
         )
 
+    lean_cnn = True
+    """Play a CNN camera policy's rollouts in the lean loop (off: SB3's, as
+    ``benchmarks/cnn_rollouts.py`` compares them)."""
+
     def cnn_rollouts(self) -> bool:
         """True when a camera policy with a CNN encoder (``small``, ``nature``: what numpy
         does not write out) is played by the lean loop, its forward pass in torch: SB3's
-        loop spent a quarter of a Nature CNN run's collection around the forward pass
-        (a distribution object, tensor copies, the buffer's ``add``; docs/performance.md,
-        "Games that see, twelfth part")."""
+        loop adds 0.3 ms to each step of 8 envs around the forward pass (a distribution
+        object, tensor copies, the buffer's ``add``: 2.00 against 1.70 ms for the small
+        CNN; docs/performance.md, "Games that see, twelfth part")."""
         policy = self.policy
         return (
-            type(policy) in (ActorCriticPolicy, ActorCriticCnnPolicy, MultiInputActorCriticPolicy)
+            self.lean_cnn
+            and type(policy)
+            in (ActorCriticPolicy, ActorCriticCnnPolicy, MultiInputActorCriticPolicy)
             and isinstance(policy.features_extractor, CameraExtractor)
             and not any(isinstance(m, CentroidEncoder) for m in policy.features_extractor.encoders)
             and policy.share_features_extractor

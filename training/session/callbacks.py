@@ -385,8 +385,8 @@ class PublishBot(BaseCallback):
     (temporary file, fsync, rename: a reader sees the old bot or the new one, never half),
     for a page that flies it live (``lander play --web``). Only the latest is kept.
 
-    Written by orjson: a Nature CNN's bot took 1.5 s in Python's indented JSON, 8.5% of
-    its run's trainer at one every 20,000 steps, and takes 0.06 s (docs/performance.md,
+    Written by orjson: a Nature CNN's bot took 1.80 s in Python's indented JSON (8.5% of
+    its run's trainer at one every 20,000 steps) and takes 0.11 s (docs/performance.md,
     "Games that see, twelfth part"). A number that is not finite (a diverged weight, an
     unbounded action's bound) is written as ``null``: Python's ``NaN`` and ``Infinity``
     are no JSON a page's ``JSON.parse`` reads either.
