@@ -10,7 +10,7 @@ gSDE):
 - one forward for all envs: features, both heads, then the Gaussian's sample and
   log-probability from the noise itself (no ``torch.distributions`` object), in numpy
   over the policy's own weights where ``training/ppo/numpy_policy.py`` writes the policy out
-  (50 against 175 us a step for 32 envs here), else in torch;
+  (50 against 175 us a step for 32 envs here), else in torch (``rollout_steps.py``);
 - a camera policy the same way: the centroid encoder in numpy too
   (``camera_update.CameraActor``), a CNN (``small``, ``nature``) by its own torch layers,
   its frames handed over channels last while still bytes;
@@ -39,7 +39,7 @@ import math
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
 import numpy as np
 import torch
@@ -53,7 +53,6 @@ from stable_baselines3.common.policies import (
     MultiInputActorCriticPolicy,
 )
 from stable_baselines3.common.torch_layers import FlattenExtractor
-from stable_baselines3.common.utils import obs_as_tensor
 from stable_baselines3.common.vec_env import VecEnv
 
 from training.ppo.action_heads import evaluate_actions
@@ -64,7 +63,6 @@ from training.ppo.camera_policy import (
     sees_images,
 )
 from training.ppo.camera_update import (
-    CameraActor,
     CameraDictRolloutBuffer,
     CameraRolloutBuffer,
     camera_buffer,
@@ -72,7 +70,7 @@ from training.ppo.camera_update import (
 )
 from training.ppo.lean_adam import LeanAdam
 from training.ppo.lean_update import lean_train, lean_update_fits
-from training.ppo.numpy_policy import HALF_LOG_2PI, NumpyActor, numpy_fits
+from training.ppo.numpy_policy import numpy_fits
 from training.ppo.recurrent_policy import RecurrentActorCritic, is_recurrent
 from training.ppo.recurrent_update import (
     RecurrentPlayed,
@@ -81,7 +79,7 @@ from training.ppo.recurrent_update import (
     recurrent_buffer,
     recurrent_train,
 )
-from training.ppo.rollout_steps import store_step, truncated
+from training.ppo.rollout_steps import Actor, make_actor, store_step, truncated
 
 MIN_ADAPTIVE_LR, MAX_ADAPTIVE_LR = 1e-5, 1e-2
 """The bounds of the adaptive step size (rsl_rl's)."""
@@ -306,7 +304,7 @@ class LeanPPO(PPO):
             )
             self._last_hidden = played.hidden
         else:
-            actor = _actor(self.policy, self.action_space, numpy_camera)
+            actor = make_actor(self.policy, self.action_space, numpy_camera)
             played = _play(self, actor, env, rollout_buffer, n_rollout_steps, step_done)
         self._last_obs, self._last_episode_starts = played.obs, played.dones
         if not played.whole:
@@ -454,7 +452,7 @@ StepDone = Callable[[np.ndarray, np.ndarray, list[dict[str, Any]]], bool]
 
 def _play(
     model: LeanPPO,
-    actor: _Actor,
+    actor: Actor,
     env: VecEnv,
     storage: RolloutBuffer,
     n_steps: int,
@@ -487,91 +485,6 @@ def _play(
         store_step(storage, obs, actions, rewards, starts, values, log_probs)
         obs, starts = new_obs, dones
     return _Played(obs, starts, actor.values(obs), whole=True)
-
-
-class _Actor(Protocol):
-    def act(self, obs: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]: ...
-    def values(self, obs: np.ndarray) -> np.ndarray: ...
-
-
-def _actor(policy: ActorCriticPolicy, space: spaces.Space[Any], numpy_camera: bool) -> _Actor:
-    """What plays a rollout: numpy over the policy's own weights where it writes the
-    policy out (a third of torch's time per step here; a camera policy's where
-    ``numpy_camera``, :meth:`LeanPPO.camera_rollouts`), else torch."""
-    if numpy_camera:
-        return CameraActor(policy, space)
-    if isinstance(policy.features_extractor, FlattenExtractor) and numpy_fits(policy):
-        return NumpyActor(policy, space)
-    return _TorchActor(policy, space)
-
-
-@dataclass
-class _TorchActor:
-    """The policy's own torch layers, its distribution written out."""
-
-    policy: ActorCriticPolicy
-    space: spaces.Space[Any]
-
-    def act(self, obs: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        return _act(self.policy, self.space, obs)
-
-    def values(self, obs: np.ndarray) -> np.ndarray:
-        return _values(self.policy, obs)
-
-
-def _features(policy: ActorCriticPolicy, obs: Any) -> torch.Tensor:
-    """What the heads read: a flat policy's observations as they are (its extractor only
-    flattens vectors), else its own extractor's output, a camera key's frames handed over
-    channels last while still bytes where a CNN reads them so (as the update's buffer
-    does)."""
-    extractor = policy.features_extractor
-    if isinstance(extractor, FlattenExtractor):
-        return torch.as_tensor(obs, device=policy.device).float()
-    tensors = obs_as_tensor(obs, policy.device)
-    if isinstance(extractor, CameraExtractor) and extractor.channels_last:
-        tensors = _channels_last(tensors)
-    features = policy.extract_features(tensors)
-    assert isinstance(features, torch.Tensor)  # one extractor, shared by the heads
-    return features
-
-
-def _channels_last(tensors: Any) -> Any:
-    """Each 4-d tensor (a camera key's frames) channels last; anything else as it is."""
-    if isinstance(tensors, dict):
-        return {key: _channels_last(value) for key, value in tensors.items()}
-    if tensors.dim() == 4:
-        return tensors.contiguous(memory_format=torch.channels_last)
-    return tensors
-
-
-@torch.no_grad()
-def _act(
-    policy: ActorCriticPolicy, space: spaces.Space[Any], obs: np.ndarray
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Sampled actions, values and log-probabilities of a batch of observations, in one
-    forward pass (the policy's own layers, its distribution written out)."""
-    features = _features(policy, obs)
-    latent_pi, latent_vf = policy.mlp_extractor(features)
-    values = policy.value_net(latent_vf).flatten()
-    head = policy.action_net(latent_pi)
-    if isinstance(space, spaces.Box):
-        log_std = policy.log_std
-        noise = torch.randn_like(head)
-        actions = head + noise * log_std.exp()
-        log_probs = (-0.5 * noise.square() - log_std - HALF_LOG_2PI).sum(dim=1)
-    else:
-        log_p = torch.log_softmax(head, dim=1)
-        actions = torch.multinomial(log_p.exp(), 1)
-        log_probs = log_p.gather(1, actions).flatten()
-        actions = actions.flatten()
-    return actions.cpu().numpy(), values.cpu().numpy(), log_probs.cpu().numpy()
-
-
-@torch.no_grad()
-def _values(policy: ActorCriticPolicy, obs: np.ndarray) -> np.ndarray:
-    """The value head's estimate of a batch of observations."""
-    features = _features(policy, obs)
-    return policy.value_net(policy.mlp_extractor.forward_critic(features)).flatten().cpu().numpy()
 
 
 def _copy_rollout(source: RolloutBuffer, target: RolloutBuffer) -> None:
@@ -612,7 +525,7 @@ class _Ahead:
 
         def run() -> None:
             try:
-                actor = _actor(policy, model.action_space, numpy_camera=False)
+                actor = make_actor(policy, model.action_space, numpy_camera=False)
                 self._played = _play(model, actor, env, storage, n_steps, record, self.stop)
             except BaseException as exc:  # a game fault or Ctrl-C: raised in the main thread
                 self._error = exc
