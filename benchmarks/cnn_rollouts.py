@@ -34,7 +34,7 @@ from stable_baselines3.common.vec_env import DummyVecEnv
 from training.bots.bot_spec import build_bot_spec
 from training.config import TrainConfig
 from training.ppo.lean_ppo import LeanPPO
-from training.runs.run_record import write_bytes_atomic, write_json_atomic
+from training.runs.run_record import write_json_atomic
 from training.session.model_builder import make_ppo_model
 
 console = Console()
@@ -93,10 +93,9 @@ def loop_ms(model: LeanPPO, env: DummyVecEnv, lean: bool, steps: int) -> float:
 
 
 def bot_seconds(spec: dict[str, Any], path: Path, fast: bool) -> float:
-    """Seconds to write the bot document as the live publisher does now (orjson) or did."""
-    if fast:
-        return _timed(lambda: write_bytes_atomic(path, orjson.dumps(spec)))
-    return _timed(lambda: write_json_atomic(path, spec))
+    """Seconds to write the bot document as the live publisher does now (compact, by orjson)
+    or did (indented)."""
+    return _timed(lambda: write_json_atomic(path, spec, compact=fast))
 
 
 def measure(settings: dict[str, Any], rounds: int, steps: int, folder: Path) -> dict[str, Any]:

@@ -110,20 +110,11 @@ def _features(policy: ActorCriticPolicy, obs: Any) -> torch.Tensor:
     if isinstance(extractor, FlattenExtractor):
         return torch.as_tensor(obs, device=policy.device).float()
     tensors = obs_as_tensor(obs, policy.device)
-    if isinstance(extractor, CameraExtractor) and extractor.channels_last:
-        tensors = _channels_last(tensors)
+    if isinstance(extractor, CameraExtractor):
+        tensors = extractor.lay_out(tensors)
     features = policy.extract_features(tensors)
     assert isinstance(features, torch.Tensor)  # one extractor, shared by the heads
     return features
-
-
-def _channels_last(tensors: Any) -> Any:
-    """Each 4-d tensor (a camera key's frames) channels last; anything else as it is."""
-    if isinstance(tensors, dict):
-        return {key: _channels_last(value) for key, value in tensors.items()}
-    if tensors.dim() == 4:
-        return tensors.contiguous(memory_format=torch.channels_last)
-    return tensors
 
 
 @torch.no_grad()

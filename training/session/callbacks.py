@@ -13,7 +13,6 @@ from types import FrameType
 from typing import Any
 
 import numpy as np
-import orjson
 import torch
 from rich.console import Console
 from rich.progress import (
@@ -34,7 +33,7 @@ from training.errors import ExportError
 from training.ppo.policy_tweaks import action_std
 from training.runs.checkpoints import checkpoint_name, rotate_checkpoints, save_checkpoint
 from training.runs.live_progress import LiveProgress
-from training.runs.run_record import write_bytes_atomic
+from training.runs.run_record import write_json_atomic
 from training.session.session_start import StartupClock
 
 
@@ -385,11 +384,8 @@ class PublishBot(BaseCallback):
     (temporary file, fsync, rename: a reader sees the old bot or the new one, never half),
     for a page that flies it live (``lander play --web``). Only the latest is kept.
 
-    Written by orjson: a Nature CNN's bot took 1.80 s in Python's indented JSON (8.5% of
-    its run's trainer at one every 20,000 steps) and takes 0.11 s (docs/performance.md,
-    "Games that see, twelfth part"). A number that is not finite (a diverged weight, an
-    unbounded action's bound) is written as ``null``: Python's ``NaN`` and ``Infinity``
-    are no JSON a page's ``JSON.parse`` reads either.
+    Compact JSON by orjson (``write_json_atomic``): a Nature CNN's bot in Python's
+    indented JSON took 8.5% of its run's trainer at one every 20,000 steps.
 
     :param build: makes the bot document of the model as it is now.
     :param path: where the bot goes (``.lander/live/RUN.json``).
@@ -429,7 +425,7 @@ class PublishBot(BaseCallback):
         if self.every <= 0:
             return
         try:
-            write_bytes_atomic(self.path, orjson.dumps(self.build()))
+            write_json_atomic(self.path, self.build(), compact=True)
         except (ExportError, OSError) as exc:
             self.every = 0
             self.log(f"live bot not published: {exc}")
