@@ -1,9 +1,9 @@
 """What a picture game's frames cost the trainer on the wire: the plugin's hex-in-JSON
 against lander's binary picture encoding (``lander-u8-v2``), side by side in one run.
 
-The same ``gym:`` picture game (Breakout's 4 x 84 x 84 stacked frames by default) runs as
-N processes of K copies, as a picture run starts them (4 x 2), stepped with random
-actions; the two encodings alternate ``--repeats`` times, ``--seconds`` each, on fresh
+The same ``gym:`` picture game (Breakout's 4 x 84 x 84 stacked frames by default; ``--env-id
+lander``: the bundled lander's camera mode, 3 x 36 x 48 frames) runs as N processes of K
+copies, as a picture run starts them (4 x 2), stepped with random actions; the two encodings alternate ``--repeats`` times, ``--seconds`` each, on fresh
 games. It prints the medians of the env steps per second and of the trainer's own CPU
 time per step (its process time, which the games' processes do not add to): the
 trainer's share is what the encoding changes, since the games step the emulator either
@@ -27,6 +27,7 @@ from rich.table import Table
 
 from game_bridge.launcher import LaunchConfig
 from game_bridge.vec_env import GameVecEnv
+from games import launch_settings
 
 console = Console()
 
@@ -35,12 +36,18 @@ def measure(
     env_id: str, n_instances: int, agents: int, seconds: float, fast_wire: bool
 ) -> tuple[float, float]:
     """(env steps per second, trainer CPU milliseconds per VecEnv step) of random play."""
+    camera = env_id == "lander"
+    game = (
+        launch_settings("lander")
+        if camera
+        else {"command": [sys.executable, "-m", "games.gym", f"--env_id={env_id}"]}
+    )
     env = GameVecEnv(
         LaunchConfig(
-            command=[sys.executable, "-m", "games.gym", f"--env_id={env_id}"],
+            **game,
             n_instances=n_instances,
             base_port=free_base_port(n_instances),
-            game_args={"agents": str(agents)},
+            game_args={"agents": str(agents), **({"observation": "pixels"} if camera else {})},
             fast_wire=fast_wire,
         )
     )
@@ -48,8 +55,12 @@ def measure(
         if env.binary != fast_wire:
             raise SystemExit(f"{env_id}: the binary encoding was {'not ' * fast_wire}taken")
         env.reset()
-        n_actions = int(env.action_space.n)  # type: ignore[attr-defined]
-        actions = np.random.default_rng(0).integers(0, n_actions, (256, env.num_envs))
+        rng = np.random.default_rng(0)
+        actions = (
+            rng.uniform(-1, 1, (256, env.num_envs, *(env.action_space.shape or ())))
+            if camera
+            else rng.integers(0, int(env.action_space.n), (256, env.num_envs))  # type: ignore[attr-defined]
+        )
         for i in range(20):
             env.step(actions[i])
         steps = 0

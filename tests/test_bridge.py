@@ -7,6 +7,7 @@ import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -69,6 +70,53 @@ def test_vec_env_over_two_instances_of_two_agents_matches_in_process_physics(
     finally:
         env.close()
     assert all(instance.exit_code() == 0 for instance in env.instances)
+
+
+def test_camera_frames_travel_as_bytes_and_match_the_plugins_json(
+    port_block: Callable[[int], int],
+) -> None:
+    """The bundled game's camera mode steps in lander's binary picture encoding once
+    offered it, and the batch sees what the plugin's hex-in-JSON shows, byte for byte:
+    frames, rewards, ends, successes and the frames before each reset, same seeds."""
+    runs: dict[bool, list[tuple[Any, ...]]] = {}
+    for fast_wire in (False, True):
+        env = GameVecEnv(
+            LaunchConfig(
+                **LANDER_GAME,
+                n_instances=2,
+                base_port=port_block(2),
+                seed=7,
+                game_args={"agents": "2", "observation": "pixels"},
+                fast_wire=fast_wire,
+            )
+        )
+        try:
+            assert env.binary == fast_wire
+            steps: list[tuple[Any, ...]] = [(env.reset(),)]
+            rng = np.random.default_rng(1)
+            for _ in range(450):  # past the 200-step time limit twice
+                steps.append(env.step(rng.uniform(-1, 1, (4, 2)).astype(np.float32)))
+        finally:
+            env.close()
+        runs[fast_wire] = steps
+    assert runs[True][0][0].dtype == np.uint8 and runs[True][0][0].shape == (4, 3, 36, 48)
+    assert np.array_equal(runs[True][0][0], runs[False][0][0])
+    ends = 0
+    for binary, json_step in zip(runs[True][1:], runs[False][1:], strict=True):
+        obs, rewards, dones, infos = binary
+        assert obs.dtype == np.uint8 and np.array_equal(obs, json_step[0])
+        # JSON carries a reward in its shortest digits, the binary step as float32
+        assert np.allclose(rewards, json_step[1], atol=1e-6)
+        assert np.array_equal(dones, json_step[2])
+        for info, expected in zip(infos, json_step[3], strict=True):
+            assert info.keys() == expected.keys()
+            if "terminal_observation" in info:
+                ends += 1
+                last = info["terminal_observation"]
+                assert last.dtype == np.uint8 and last.any()
+                assert np.array_equal(last, expected["terminal_observation"])
+            assert all(info[key] == expected[key] for key in info if key != "terminal_observation")
+    assert ends >= 8, ends
 
 
 def test_godot_style_game_with_mixed_actions_gets_each_value_under_its_key(

@@ -79,6 +79,16 @@ def parse_arguments(argv: list[str]) -> GameSettings:
     return settings
 
 
+def binary_encoding(observation: str) -> str | None:
+    """The binary encoding a lander game in this observation mode steps in once the trainer
+    offers it: its coordinates as floats, its camera frames as their bytes (the plugin's
+    hex text inside JSON costs the trainer a parse of twice the bytes every step); glimpses
+    keep the plugin's JSON."""
+    if observation == "vector":
+        return protocol.FAST_ENCODING
+    return protocol.PICTURE_ENCODING if observation == "pixels" else None
+
+
 class LanderGame:
     """The game loop's state: physics for all agents plus the protocol replies."""
 
@@ -96,6 +106,7 @@ class LanderGame:
         self.pacer = StepPacer.for_game(settings.action_repeat, TICKS_PER_SECOND, settings.speedup)
         self.fast = False  # set when the trainer offers lander's binary encoding
         self.pixels = settings.observation == "pixels"
+        self.encoding = binary_encoding(settings.observation)
 
     def env_info(self) -> dict[str, Any]:
         """The ``env_info`` reply: the same spaces for every agent."""
@@ -118,7 +129,7 @@ class LanderGame:
             "agent_policy_names": ["shared_policy"] * n,
         }
         if self.fast:
-            reply["lander_encoding"] = protocol.FAST_ENCODING
+            reply["lander_encoding"] = self.encoding
         return reply
 
     def reset(self) -> dict[str, Any]:
@@ -146,20 +157,25 @@ class LanderGame:
             return np.asarray(values, dtype=np.float64).astype(np.int64)
         return np.asarray(values, dtype=np.float64)
 
-    def _advance(self, actions: np.ndarray) -> tuple[StepResult, np.ndarray, np.ndarray, list[str]]:
+    def _advance(
+        self, actions: np.ndarray
+    ) -> tuple[StepResult, np.ndarray, np.ndarray, np.ndarray | None]:
         """Step the physics and reset finished agents: (result, done mask, coordinates
         after resets, the finished agents' last camera frames, taken before their reset;
-        none without a camera)."""
+        None without a camera)."""
         self.pacer.wait()
         physics = self.physics
         result = physics.step(actions)
         done = result.terminated | result.truncated
-        obs, frames = result.obs, []
+        obs = result.obs
+        frames = None
+        if self.pixels:
+            frames = (
+                camera_frames(physics.pos[done], physics.vel[done], physics.target[done])
+                if done.any()
+                else np.zeros((0, *FRAME_SHAPE), dtype=np.uint8)
+            )
         if done.any():
-            if self.pixels:
-                frames = hex_frames(
-                    camera_frames(physics.pos[done], physics.vel[done], physics.target[done])
-                )
             physics.reset_agents(done)
             obs = physics.observe()
         return result, done, obs, frames
@@ -168,8 +184,8 @@ class LanderGame:
         """Apply one action per agent, reset finished agents, build the ``step`` reply."""
         result, done, obs, frames = self._advance(self._read_actions(message))
         terminal = (
-            [{CAMERA_KEY: frame} for frame in frames]
-            if self.pixels
+            [{CAMERA_KEY: frame} for frame in hex_frames(frames)]
+            if frames is not None
             else [{OBS_KEY: row} for row in protocol.wire_floats(result.obs[done])]
         )
         infos: list[dict[str, Any]] = [{} for _ in range(self.settings.agents)]
@@ -194,14 +210,25 @@ class LanderGame:
         actions = protocol.decode_binary_actions(
             body, self.settings.agents, ACTION_SIZE, self.discrete
         )
-        result, done, obs, _ = self._advance(actions)
+        result, done, obs, frames = self._advance(actions)
         flags = (
             done * protocol.DONE
             + result.truncated * protocol.TRUNCATED
             + result.success * protocol.SUCCESS
             + (done & ~result.success) * protocol.FAILURE
         ).astype(np.uint8)
-        return protocol.encode_binary_step(obs, result.reward, flags, result.obs[done])
+        if frames is None:
+            return protocol.encode_binary_step(obs, result.reward, flags, result.obs[done])
+        physics = self.physics  # every agent's frame after the resets, as bytes
+        now = camera_frames(physics.pos, physics.vel, physics.target)
+        size = int(np.prod(FRAME_SHAPE))
+        return protocol.encode_binary_step(
+            now.reshape(len(now), size),
+            result.reward,
+            flags,
+            frames.reshape(len(frames), size),
+            encoding=protocol.PICTURE_ENCODING,
+        )
 
     def call(self, message: dict[str, Any]) -> dict[str, Any]:
         """Answer a ``call``: known methods return one value per agent, others null."""
@@ -249,9 +276,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     if settings.bot:
         return play_alone(settings)
-    # lander's binary steps carry its coordinates; its camera modes keep the plugin's JSON
-    encoding = protocol.FAST_ENCODING if settings.observation == "vector" else None
-    return run_game(LanderGame(settings), values, "lander-game", encoding)
+    game = LanderGame(settings)
+    return run_game(game, values, "lander-game", game.encoding)
 
 
 if __name__ == "__main__":
