@@ -96,11 +96,13 @@ class GameVecEnv(VecEnv):
         self._single_key = (
             self.env_info.observations[0].key if len(self.env_info.observations) == 1 else None
         )
-        self._last_parts: list[dict[str, np.ndarray]] = []
+        self._last_parts: dict[int, dict[str, np.ndarray]] = {}  # by instance
+        self._injected: VecEnvStepReturn | None = None
         self._closed = False
         self._sent_at = 0.0
+        self._part_sent_at: dict[int, float] = {}  # by a part's first instance
         self._waited_s = 0.0  # in step_wait, over every step: the games' own pace
-        self._waited_steps = 0
+        self._waited_steps = 0.0  # whole steps (a step in parts counts its share)
         # Binary steps only when offered, every game accepted them and the layout fits.
         encoding = self.env_info.binary_encoding
         self.binary = (
@@ -159,17 +161,21 @@ class GameVecEnv(VecEnv):
     def step_async(self, actions: np.ndarray) -> None:
         """Send every instance its agents' actions; replies are read in :meth:`step_wait`."""
         self._sent_at = time.perf_counter()
+        self._send(actions, self.instances)
+
+    def _send(self, actions: np.ndarray, instances: Sequence[GameInstance]) -> None:
+        """Send ``instances`` their agents' actions, ``actions`` their rows in order."""
         k = self.agents_per_instance
         binary_frames = (
-            protocol.encode_binary_actions(actions, self._discrete, len(self.instances))
+            protocol.encode_binary_actions(actions, self._discrete, len(instances))
             if self.binary
             else []
         )
-        for instance in self.instances:
+        for position, instance in enumerate(instances):
             if self.binary:
-                frame = binary_frames[instance.index]
+                frame = binary_frames[position]
             else:
-                start = instance.index * k
+                start = position * k
                 payload = {
                     "type": "action",
                     "action": self.action_codec.encode(actions[start : start + k]),
@@ -263,20 +269,48 @@ class GameVecEnv(VecEnv):
         return self.config.action_repeat * self._waited_steps / max(self._waited_s, 1e-9)
 
     def step_wait(self) -> VecEnvStepReturn:
-        """Gather every instance's ``step`` reply into one batch, restarting faulty games."""
+        """Gather every instance's ``step`` reply into one batch, restarting faulty games
+        (or hand back the step :meth:`inject` was given)."""
+        if self._injected is not None:
+            step, self._injected = self._injected, None
+            return step
         try:
-            return self._gather_steps()
+            return self._gather_steps(self.instances)
         finally:
             self._waited_s += time.perf_counter() - self._sent_at
             self._waited_steps += 1
 
-    def _gather_steps(self) -> VecEnvStepReturn:
+    # -- a step in parts: some games step while the trainer acts for the others ----------
+
+    def send_part(self, actions: np.ndarray, instances: range) -> None:
+        """Send the instances ``instances`` (consecutive indices) their agents' actions,
+        ``actions`` their rows; :meth:`receive_part` reads their replies."""
+        self._part_sent_at[instances.start] = time.perf_counter()
+        self._send(actions, [self.instances[index] for index in instances])
+
+    def receive_part(self, instances: range) -> VecEnvStepReturn:
+        """The step replies of ``instances``, as :meth:`step_wait` reads every instance's
+        (their rows only), restarting faulty games."""
+        try:
+            return self._gather_steps([self.instances[index] for index in instances])
+        finally:
+            share = len(instances) / len(self.instances)
+            waited = time.perf_counter() - self._part_sent_at.pop(instances.start, 0.0)
+            self._waited_s += share * waited
+            self._waited_steps += share
+
+    def inject(self, step: VecEnvStepReturn) -> None:
+        """The next :meth:`step_wait` returns ``step`` (every instance's replies, read in
+        parts) instead of reading the games: the wrappers above see it as any step."""
+        self._injected = step
+
+    def _gather_steps(self, instances: Sequence[GameInstance]) -> VecEnvStepReturn:
         k = self.agents_per_instance
         parts: list[dict[str, np.ndarray]] = []
-        rewards = np.zeros(self.num_envs, dtype=np.float32)
-        dones = np.ones(self.num_envs, dtype=bool)
+        rewards = np.zeros(len(instances) * k, dtype=np.float32)
+        dones = np.ones(len(instances) * k, dtype=bool)
         infos: list[dict[str, Any]] = []
-        for instance in list(self.instances):
+        for position, instance in enumerate(list(instances)):
             index = instance.index
             try:
                 fault = self._send_faults.pop(index, None)
@@ -290,17 +324,18 @@ class GameVecEnv(VecEnv):
                 decoded = self._restart(index, exc)
                 infos.extend(self._restart_infos(index, exc))
                 parts.append(decoded)
+                self._last_parts[index] = decoded
                 continue
-            rewards[index * k : (index + 1) * k] = reward
-            dones[index * k : (index + 1) * k] = done
+            rewards[position * k : (position + 1) * k] = reward
+            dones[position * k : (position + 1) * k] = done
             infos.extend(info)
             parts.append(decoded)
-        self._last_parts = parts
+            self._last_parts[index] = decoded
         return self._to_vec_obs(parts), rewards, dones, infos
 
     def _restart_infos(self, index: int, fault: BridgeError) -> list[dict[str, Any]]:
         """The episodes a restart cut short end as truncated, bootstrapped from the last observation."""
-        previous = self._last_parts[index] if self._last_parts else None
+        previous = self._last_parts.get(index)
         infos = []
         for agent in range(self.agents_per_instance):
             info: dict[str, Any] = {"TimeLimit.truncated": True, "game_restarted": str(fault)}

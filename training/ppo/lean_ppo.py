@@ -37,8 +37,6 @@ import copy
 import functools
 import math
 import threading
-from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -79,7 +77,16 @@ from training.ppo.recurrent_update import (
     recurrent_buffer,
     recurrent_train,
 )
-from training.ppo.rollout_steps import Actor, make_actor, store_step, truncated
+from training.ppo.rollout_steps import (
+    Actor,
+    Halves,
+    Played,
+    StepDone,
+    make_actor,
+    play_in_halves,
+    store_step,
+    truncated,
+)
 
 MIN_ADAPTIVE_LR, MAX_ADAPTIVE_LR = 1e-5, 1e-2
 """The bounds of the adaptive step size (rsl_rl's)."""
@@ -296,7 +303,7 @@ class LeanPPO(PPO):
         def step_done(rewards: np.ndarray, dones: np.ndarray, infos: list[dict[str, Any]]) -> bool:
             return self._count_step(env, callback, rewards, dones, infos)
 
-        played: _Played | RecurrentPlayed
+        played: Played | RecurrentPlayed
         if recurrent:  # a policy with memory (training/ppo/recurrent_update.py)
             assert isinstance(rollout_buffer, RecurrentRolloutBuffer)
             played = play_recurrent(
@@ -305,7 +312,22 @@ class LeanPPO(PPO):
             self._last_hidden = played.hidden
         else:
             actor = make_actor(self.policy, self.action_space, numpy_camera)
-            played = _play(self, actor, env, rollout_buffer, n_rollout_steps, step_done)
+            halves = self.halves
+            if halves is not None and halves.env is env and self.cnn_rollouts():
+                assert self._last_obs is not None and self._last_episode_starts is not None
+                space = self.action_space
+                played = play_in_halves(
+                    (self._last_obs, self._last_episode_starts),
+                    actor,
+                    halves,
+                    rollout_buffer,
+                    n_rollout_steps,
+                    step_done,
+                    self.gamma,
+                    (space.low, space.high) if isinstance(space, spaces.Box) else None,
+                )
+            else:
+                played = _play(self, actor, env, rollout_buffer, n_rollout_steps, step_done)
         self._last_obs, self._last_episode_starts = played.obs, played.dones
         if not played.whole:
             return False
@@ -314,6 +336,11 @@ class LeanPPO(PPO):
 
     _last_hidden: np.ndarray | None = None
     """A recurrent policy's state per env where the last rollout left the games."""
+
+    halves: Halves | None = None
+    """The run's games in two halves (``training/envs/half_steps.py``), where a CNN camera
+    policy plays them so: its forward pass for one half runs while the other half's games
+    step (``--collector lean``; None: one batch)."""
 
     def _count_step(
         self,
@@ -338,7 +365,7 @@ class LeanPPO(PPO):
         self,
         callback: BaseCallback,
         rollout_buffer: RolloutBuffer,
-        played: _Played | RecurrentPlayed,
+        played: Played | RecurrentPlayed,
     ) -> None:
         rollout_buffer.compute_returns_and_advantage(
             last_values=torch.as_tensor(played.last_values), dones=played.dones
@@ -429,25 +456,10 @@ class LeanPPO(PPO):
             "_playing",
             "_last_hidden",
             "asynchronous",
+            "halves",
             "desired_kl",
             "adaptive_lr",
         ]
-
-
-@dataclass
-class _Played:
-    """What one rollout's play left: where the games are, the values to bootstrap the
-    rollout's end from, whether all its steps were played, and (played ahead) each
-    step's rewards, dones and infos for the callbacks."""
-
-    obs: np.ndarray
-    dones: np.ndarray
-    last_values: np.ndarray
-    whole: bool
-    steps: list[tuple[np.ndarray, np.ndarray, list[dict[str, Any]]]] = field(default_factory=list)
-
-
-StepDone = Callable[[np.ndarray, np.ndarray, list[dict[str, Any]]], bool]
 
 
 def _play(
@@ -458,7 +470,7 @@ def _play(
     n_steps: int,
     step_done: StepDone,
     stop: threading.Event | None = None,
-) -> _Played:
+) -> Played:
     """Step every env ``n_steps`` times with ``actor``, from where ``model`` left the
     games, writing each step into ``storage`` in place; ``step_done`` sees each step
     before its truncated episodes are bootstrapped (as SB3's callbacks do) and may stop
@@ -471,20 +483,20 @@ def _play(
     starts: np.ndarray = model._last_episode_starts
     for _ in range(n_steps):
         if stop is not None and stop.is_set():
-            return _Played(obs, starts, np.zeros(0), whole=False)
+            return Played(obs, starts, np.zeros(0), whole=False)
         actions, values, log_probs = actor.act(obs)
         new_obs: Any
         new_obs, rewards, dones, infos = env.step(
             np.clip(actions, low, high) if low is not None else actions
         )
         if not step_done(rewards, dones, infos):
-            return _Played(new_obs, dones, np.zeros(0), whole=False)
+            return Played(new_obs, dones, np.zeros(0), whole=False)
         cut, last = truncated(dones, infos)
         if cut:  # truncated episodes get the discounted value of where they were cut
             rewards[cut] += model.gamma * actor.values(last)
         store_step(storage, obs, actions, rewards, starts, values, log_probs)
         obs, starts = new_obs, dones
-    return _Played(obs, starts, actor.values(obs), whole=True)
+    return Played(obs, starts, actor.values(obs), whole=True)
 
 
 def _copy_rollout(source: RolloutBuffer, target: RolloutBuffer) -> None:
@@ -515,7 +527,7 @@ class _Ahead:
     ) -> None:
         self.storage = storage
         self.stop = threading.Event()
-        self._played: _Played | None = None
+        self._played: Played | None = None
         self._error: BaseException | None = None
         self._steps: list[tuple[np.ndarray, np.ndarray, list[dict[str, Any]]]] = []
 
@@ -533,7 +545,7 @@ class _Ahead:
         self._thread = threading.Thread(target=run, name="rollout-ahead", daemon=True)
         self._thread.start()
 
-    def result(self) -> _Played:
+    def result(self) -> Played:
         """The rollout, once played; raises what the thread raised (a game's fault)."""
         self._thread.join()
         if self._error is not None:

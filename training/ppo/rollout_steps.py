@@ -4,11 +4,13 @@ own weights where ``numpy_policy.py`` or ``camera_update.py`` write the policy o
 by its own torch layers, a CNN camera policy's frames handed over channels last while
 still bytes), write it into SB3's buffer in place, and find the episodes a time limit
 cut, to bootstrap them from their last observation (the feed-forward loop in
-``lean_ppo.py``, the loop of a policy with memory in ``recurrent_update.py``)."""
+``lean_ppo.py``, the loop of a policy with memory in ``recurrent_update.py``); and the
+feed-forward loop with the games stepped in halves (:func:`play_in_halves`)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import numpy as np
@@ -18,10 +20,29 @@ from stable_baselines3.common.buffers import RolloutBuffer
 from stable_baselines3.common.policies import ActorCriticPolicy
 from stable_baselines3.common.torch_layers import FlattenExtractor
 from stable_baselines3.common.utils import obs_as_tensor
+from stable_baselines3.common.vec_env import VecEnv
+from stable_baselines3.common.vec_env.base_vec_env import VecEnvStepReturn
 
 from training.ppo.camera_policy import CameraExtractor
 from training.ppo.camera_update import CameraActor
 from training.ppo.numpy_policy import HALF_LOG_2PI, NumpyActor, numpy_fits
+
+
+@dataclass
+class Played:
+    """What one rollout's play left: where the games are, the values to bootstrap the
+    rollout's end from, whether all its steps were played, and (played ahead) each
+    step's rewards, dones and infos for the callbacks."""
+
+    obs: np.ndarray
+    dones: np.ndarray
+    last_values: np.ndarray
+    whole: bool
+    steps: list[tuple[np.ndarray, np.ndarray, list[dict[str, Any]]]] = field(default_factory=list)
+
+
+StepDone = Callable[[np.ndarray, np.ndarray, list[dict[str, Any]]], bool]
+"""What a loop calls after each vectorised step (SB3's callbacks); False stops the rollout."""
 
 
 def store_step(
@@ -145,3 +166,72 @@ def _values(policy: ActorCriticPolicy, obs: np.ndarray) -> np.ndarray:
     """The value head's estimate of a batch of observations."""
     features = _features(policy, obs)
     return policy.value_net(policy.mlp_extractor.forward_critic(features)).flatten().cpu().numpy()
+
+
+class Halves(Protocol):
+    """A run's games in two halves, each sent its actions and read on its own, and a whole
+    step of every env given back through the env's wrappers once both have replied
+    (``training/envs/half_steps.py``)."""
+
+    env: VecEnv
+    rows: tuple[slice, slice]
+
+    def send(self, half: int, actions: np.ndarray) -> None: ...
+    def receive(self, half: int) -> Any: ...
+    def whole_step(self) -> VecEnvStepReturn: ...
+
+
+def _rows(obs: Any, rows: slice) -> Any:
+    return {key: value[rows] for key, value in obs.items()} if isinstance(obs, dict) else obs[rows]
+
+
+def play_in_halves(
+    start: tuple[Any, np.ndarray],
+    actor: Actor,
+    halves: Halves,
+    storage: RolloutBuffer,
+    n_steps: int,
+    step_done: StepDone,
+    gamma: float,
+    bounds: tuple[np.ndarray, np.ndarray] | None,
+) -> Played:
+    """The lean loop of ``lean_ppo.py`` with the games stepped in halves: each half is sent
+    its next actions as soon as it has replied, so the forward pass for one half (and the
+    wrappers, callbacks and buffer of the whole step) runs while the other half's games
+    step. Every step stored is what the one-batch loop stores: the policy's own values and
+    log-probabilities, rewards through the wrappers, truncations bootstrapped.
+
+    :param start: the observations and episode starts where the last rollout left them.
+    :param bounds: a Box action space's (low, high), which the games' actions are clipped
+        to (the buffer keeps them as sampled); None for discrete actions.
+    """
+    storage.reset()
+    obs, starts = start
+
+    def act(half: int, seen: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        acted = actor.act(seen)
+        halves.send(half, np.clip(acted[0], *bounds) if bounds is not None else acted[0])
+        return acted
+
+    acting = [act(half, _rows(obs, rows)) for half, rows in enumerate(halves.rows)]
+    for step in range(n_steps):
+        actions, values, log_probs = (np.concatenate(parts) for parts in zip(*acting, strict=True))
+        more = step + 1 < n_steps
+        for half in (0, 1):
+            seen = halves.receive(half)
+            if more:  # sent before the other half is read: its forward pass overlaps them
+                acting[half] = act(half, seen)
+        new_obs: Any
+        new_obs, rewards, dones, infos = halves.whole_step()
+        if not step_done(rewards, dones, infos):
+            if more:  # the next step is on its way: read it, so the games wait on nothing
+                for half in (0, 1):
+                    halves.receive(half)
+                new_obs, _, dones, _ = halves.whole_step()
+            return Played(new_obs, dones, np.zeros(0), whole=False)
+        cut, last = truncated(dones, infos)
+        if cut:  # truncated episodes get the discounted value of where they were cut
+            rewards[cut] += gamma * actor.values(last)
+        store_step(storage, obs, actions, rewards, starts, values, log_probs)
+        obs, starts = new_obs, dones
+    return Played(obs, starts, actor.values(obs), whole=True)

@@ -16,6 +16,7 @@ from stable_baselines3.common.vec_env import VecEnv
 
 from game_bridge.machine_memory import available_memory, in_gb
 from training.config import RESUMABLE_SETTINGS, ConfigError, TrainConfig
+from training.envs.half_steps import game_halves
 from training.ppo.camera_policy import camera_policy_kwargs, sees_images
 from training.ppo.lean_ppo import LeanPPO
 from training.ppo.policy_tweaks import reset_action_std
@@ -142,11 +143,14 @@ def policy_class(
 
 
 def with_collector(model: PPO, config: TrainConfig) -> PPO:
-    """``--collector async`` makes the lean loop play each rollout ahead of the update;
+    """``--collector async`` makes the lean loop play each rollout ahead of the update,
+    ``lean`` its games in halves where they fit (``training/envs/half_steps.py``);
     ``--adaptive-kl`` adapts its step size (from ``--learning-rate``, each session) and
     ``--max-std`` bounds the action std (each session)."""
     if isinstance(model, LeanPPO):
         model.asynchronous = config.collector == "async"
+        env = model.get_env()
+        model.halves = game_halves(env) if config.collector == "lean" and env else None
         model.desired_kl = config.adaptive_kl or None
         model.adaptive_lr = None
         model.max_std = config.max_std or None
