@@ -355,8 +355,9 @@ class TrainConfig:
     )
     collector: str = setting(
         "lean",
-        help="Rollout loop: lean (one forward for all envs), async (lean, the next rollout "
-        "played while PPO updates) or sb3 (SB3's own).",
+        help="Rollout loop: lean (one forward for all envs; a CNN picture run's games in "
+        "two halves, one half stepping while the other's actions are computed), async (lean, "
+        "the next rollout played while PPO updates) or sb3 (SB3's own).",
         choices=("lean", "async", "sb3"),
         panel="Run",
     )

@@ -1,8 +1,9 @@
 """A run's games stepped in two halves, so the trainer's forward pass for one half runs
 while the other half's games step: with one batch, a core waits on the policy while the
-games wait on their actions, and on this 2-core machine the CNN's forward pass is a
-third of what the trainer does while collecting (docs/performance.md, "Games that see,
-thirteenth part").
+games wait on their actions, and the CNN's forward pass is about two fifths of a Pong
+trainer's time collecting (py-spy). Collection alone was 1.03-1.10x as fast in halves
+(docs/performance.md, "Games that see, thirteenth part"): a forward pass has a large
+fixed cost, so two of half the frames cost more than one.
 
 Only where the halves change nothing the wrappers would see: the games' own VecEnv under
 :class:`GameMonitor` and a :class:`VecNormalize` that leaves observations as they are (a

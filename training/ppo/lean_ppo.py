@@ -13,7 +13,9 @@ gSDE):
   (50 against 175 us a step for 32 envs here), else in torch (``rollout_steps.py``);
 - a camera policy the same way: the centroid encoder in numpy too
   (``camera_update.CameraActor``), a CNN (``small``, ``nature``) by its own torch layers,
-  its frames handed over channels last while still bytes;
+  its frames handed over channels last while still bytes, and its games stepped in two
+  halves where the run's wrappers allow (``rollout_steps.play_in_halves``): one half's
+  forward pass while the other half's games step;
 - the rollout buffer's arrays written in place;
 - truncated episodes bootstrapped in one batched value pass, their indices found in
   numpy; the episode statistics read only from the envs that finished.
