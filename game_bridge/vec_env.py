@@ -294,9 +294,8 @@ class GameVecEnv(VecEnv):
         try:
             return self._gather_steps([self.instances[index] for index in instances])
         finally:
-            share = len(instances) / len(self.instances)
-            waited = time.perf_counter() - self._part_sent_at.pop(instances.start, 0.0)
-            self._waited_s += share * waited
+            share, now = len(instances) / len(self.instances), time.perf_counter()
+            self._waited_s += share * (now - self._part_sent_at.pop(instances.start, now))
             self._waited_steps += share
 
     def inject(self, step: VecEnvStepReturn) -> None:

@@ -34,9 +34,7 @@ from training.ppo.action_heads import evaluate_actions
 from training.ppo.lean_update import Minibatch, record_update
 from training.ppo.numpy_policy import NumpyActor
 from training.ppo.recurrent_policy import RecurrentActorCritic
-from training.ppo.rollout_steps import store_step, truncated
-
-StepDone = Callable[[np.ndarray, np.ndarray, list[dict[str, Any]]], bool]
+from training.ppo.rollout_steps import StepDone, store_step, truncated
 
 
 class RecurrentRolloutBuffer(RolloutBuffer):
