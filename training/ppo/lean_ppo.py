@@ -86,8 +86,7 @@ from training.ppo.rollout_steps import (
     StepDone,
     make_actor,
     play_in_halves,
-    store_step,
-    truncated,
+    store_bootstrapped,
 )
 
 MIN_ADAPTIVE_LR, MAX_ADAPTIVE_LR = 1e-5, 1e-2
@@ -486,17 +485,14 @@ def _play(
     for _ in range(n_steps):
         if stop is not None and stop.is_set():
             return Played(obs, starts, np.zeros(0), whole=False)
-        actions, values, log_probs = actor.act(obs)
+        acted = actor.act(obs)
         new_obs: Any
         new_obs, rewards, dones, infos = env.step(
-            np.clip(actions, low, high) if low is not None else actions
+            np.clip(acted[0], low, high) if low is not None else acted[0]
         )
         if not step_done(rewards, dones, infos):
             return Played(new_obs, dones, np.zeros(0), whole=False)
-        cut, last = truncated(dones, infos)
-        if cut:  # truncated episodes get the discounted value of where they were cut
-            rewards[cut] += model.gamma * actor.values(last)
-        store_step(storage, obs, actions, rewards, starts, values, log_probs)
+        store_bootstrapped(storage, actor, model.gamma, obs, acted, (rewards, dones, infos, starts))
         obs, starts = new_obs, dones
     return Played(obs, starts, actor.values(obs), whole=True)
 

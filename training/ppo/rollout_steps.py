@@ -90,6 +90,29 @@ def truncated(dones: np.ndarray, infos: list[dict[str, Any]]) -> tuple[list[int]
     return [i for i, _ in cut], np.stack(last)
 
 
+def store_bootstrapped(
+    storage: RolloutBuffer,
+    actor: Actor,
+    gamma: float,
+    obs: Any,
+    acted: tuple[np.ndarray, np.ndarray, np.ndarray],
+    step: tuple[np.ndarray, np.ndarray, list[dict[str, Any]], np.ndarray],
+) -> None:
+    """Store one played step of the feed-forward loops, its episodes a time limit cut
+    given the discounted value of where they were cut (SB3 #633) first.
+
+    :param acted: the actions, values and log-probabilities ``obs`` was played with.
+    :param step: the step's rewards (bootstrapped in place), dones, infos, and the
+        episode starts ``obs`` began.
+    """
+    rewards, dones, infos, starts = step
+    cut, last = truncated(dones, infos)
+    if cut:
+        rewards[cut] += gamma * actor.values(last)
+    actions, values, log_probs = acted
+    store_step(storage, obs, actions, rewards, starts, values, log_probs)
+
+
 class Actor(Protocol):
     """Actions, values and log-probabilities of a batch of observations; values alone."""
 
@@ -216,6 +239,7 @@ def play_in_halves(
     acting = [act(half, _rows(obs, rows)) for half, rows in enumerate(halves.rows)]
     for step in range(n_steps):
         actions, values, log_probs = (np.concatenate(parts) for parts in zip(*acting, strict=True))
+        acted = (actions, values, log_probs)
         more = step + 1 < n_steps
         for half in (0, 1):
             seen = halves.receive(half)
@@ -229,9 +253,6 @@ def play_in_halves(
                     halves.receive(half)
                 new_obs, _, dones, _ = halves.whole_step()
             return Played(new_obs, dones, np.zeros(0), whole=False)
-        cut, last = truncated(dones, infos)
-        if cut:  # truncated episodes get the discounted value of where they were cut
-            rewards[cut] += gamma * actor.values(last)
-        store_step(storage, obs, actions, rewards, starts, values, log_probs)
+        store_bootstrapped(storage, actor, gamma, obs, acted, (rewards, dones, infos, starts))
         obs, starts = new_obs, dones
     return Played(obs, starts, actor.values(obs), whole=True)

@@ -150,7 +150,7 @@ def with_collector(model: PPO, config: TrainConfig) -> PPO:
     if isinstance(model, LeanPPO):
         model.asynchronous = config.collector == "async"
         env = model.get_env()
-        model.halves = game_halves(env) if config.collector == "lean" and env else None
+        model.halves = game_halves(env) if config.collector == "lean" and env is not None else None
         model.desired_kl = config.adaptive_kl or None
         model.adaptive_lr = None
         model.max_std = config.max_std or None
