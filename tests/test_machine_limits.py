@@ -21,7 +21,7 @@ from cli.common.train_flags import option_name
 from game_bridge.machine_memory import available_memory
 from game_bridge.spaces import agent_limit
 from tests.conftest import GIT_IDENTITY, LANDER, REPO_ROOT, SMALL, lander, private_mounts
-from training.config import TrainConfig
+from training.config import CONTINUOUS_PICTURE_DEFAULTS, TrainConfig
 
 
 def test_a_game_declaring_10000_agents_trains(
@@ -188,7 +188,11 @@ def _help_default(game_flags: list[str], option: str) -> str:
         ),
         (["--game", "gym:BreakoutNoFrameskip-v4"], "--log-std-init", "0"),
         (["--game", "gym:CarRacing-v3"], "--log-std-init", "-2 for gym:CarRacing-v3; general: 0"),
-        (["--game", "gym:CarRacing-v3"], "--n-steps", "512 for gym:CarRacing-v3; general: 64"),
+        (
+            ["--game", "gym:CarRacing-v3"],
+            "--n-steps",
+            f"{CONTINUOUS_PICTURE_DEFAULTS['n_steps']} for gym:CarRacing-v3; general: 64",
+        ),
     ],
 )
 def test_help_shows_the_defaults_the_chosen_game_gets(
