@@ -383,7 +383,7 @@ def test_a_cnn_encoders_width_is_saved_with_the_policy_and_older_policies_load_a
     env.close()
 
 
-@pytest.mark.parametrize("encoder", ["small", "nature"])
+@pytest.mark.parametrize("encoder", ["small", "narrow", "nature"])
 def test_a_cnn_reads_bytes_as_sb3_reads_scaled_frames_with_the_same_numbers(
     encoder: str,
 ) -> None:
@@ -454,7 +454,7 @@ def test_a_cnn_policy_saved_before_byte_frames_still_scales_its_frames_and_expor
         assert scale == ({255.0} if name == "old" else {1.0}), (name, scale)
 
 
-@pytest.mark.parametrize("encoder", ["small", "nature"])
+@pytest.mark.parametrize("encoder", ["small", "narrow", "nature"])
 def test_a_cnn_sees_its_frames_channels_last_with_the_same_numbers(encoder: str) -> None:
     """The extractor hands a CNN its frames channels last (torch's CPU convolutions run
     faster so): its features and their gradients are those of the frames' own layout (in
@@ -501,7 +501,9 @@ def test_a_cnns_rollout_hands_the_update_its_frames_channels_last(encoder: str) 
     assert torch.equal(frames, torch.as_tensor(buffer.observations[:8]))
 
 
-@pytest.mark.parametrize(("encoder", "features", "width"), [("small", 256, 64), ("nature", 512, 0)])
+@pytest.mark.parametrize(
+    ("encoder", "features", "width"), [("small", 256, 64), ("narrow", 512, 0), ("nature", 512, 0)]
+)
 def test_the_disk_estimate_of_a_camera_checkpoint_is_near_a_saved_ones_size(
     tmp_path: Path, encoder: str, features: int, width: int
 ) -> None:

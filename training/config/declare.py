@@ -20,7 +20,7 @@ MAX_ACTION_REPEAT = 1000
 MAX_SPEEDUP = 1e6
 MAX_MEMORY = 4096
 """The most units ``--memory`` may ask for: a GRU of 4,096 is 50M weights, past any bot."""
-CAMERA_ENCODERS = ("centroids", "nature", "small")
+CAMERA_ENCODERS = ("centroids", "nature", "small", "narrow")
 """What ``--camera-encoder`` may name (training/ppo/camera_policy.py)."""
 
 

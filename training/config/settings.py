@@ -280,16 +280,17 @@ class TrainConfig:
         "centroids",
         help="How the policy sees camera keys: 'centroids' (where things are: each of a few "
         "learned maps' centroid and mass; fast on a CPU), 'nature' (SB3's CNN, for "
-        "textured scenes) or 'small' (two strided convolutions, a third of its work).",
+        "textured scenes), 'small' (two strided convolutions, a third of its work) or 'narrow' "
+        "(the Nature CNN's three at half its maps: the small one's work, its depth).",
         choices=CAMERA_ENCODERS,
         shape=True,
         panel="PPO",
     )
-    # The width of a CNN encoder's output (small, nature): SB3's NatureCNN makes 512, the
+    # The width of a CNN encoder's output (small, narrow, nature): SB3's NatureCNN makes 512, the
     # zoo's Atari PPO reads them with linear heads.
     cnn_features: int = setting(
         256,
-        help="Features a CNN camera encoder ('small', 'nature') hands the policy's heads "
+        help="Features a CNN camera encoder ('small', 'narrow', 'nature') hands the policy's heads "
         "(SB3's NatureCNN: 512); fixed when a run starts.",
         low=1,
         high=4096,

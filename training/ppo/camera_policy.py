@@ -38,7 +38,7 @@ CENTROID_MAPS = 8
 CENTROID_POOL = 2
 """Pixels averaged (per side) before the maps are made: a quarter of the work, and a
 point drawn across pixels still moves its centroid smoothly."""
-CNN_ENCODERS = ("small", "nature")
+CNN_ENCODERS = ("small", "narrow", "nature")
 """The ``--camera-encoder`` choices that are convolutional networks."""
 BYTE_SCALE = 1.0 / 255.0
 """SB3's scaling of image bytes to [0, 1], which a CNN's :class:`ByteConv2d` applies to its
@@ -189,19 +189,38 @@ def _reading_bytes(first: nn.Conv2d) -> ByteConv2d:
     )
 
 
-def small_cnn(space: gymnasium.spaces.Box, features: int, byte_frames: bool) -> nn.Sequential:
-    """``--camera-encoder small``: the network of the first DQN (Mnih et al. 2013), 16
-    maps of 8 x 8 by 4, then 32 of 4 x 4 by 2, and a dense layer: on 84 x 84 x 4 frames
-    2.9M multiply-adds a frame against the Nature CNN's 9.4M, for a CPU that pays for
-    every one of them in each of PPO's epochs."""
-    first = nn.Conv2d(int(space.shape[0]), 16, 8, stride=4)
-    convolutions = nn.Sequential(
-        _reading_bytes(first) if byte_frames else first,
-        nn.ReLU(),
-        nn.Conv2d(16, 32, 4, stride=2),
-        nn.ReLU(),
-        nn.Flatten(),
-    )
+SMALL_LAYERS = ((16, 8, 4), (32, 4, 2))
+"""``--camera-encoder small``: the network of the first DQN (Mnih et al. 2013), 16 maps of
+8 x 8 by 4, then 32 of 4 x 4 by 2 (maps, kernel, stride): on 84 x 84 x 4 frames 2.9M
+multiply-adds a frame against the Nature CNN's 9.4M, for a CPU that pays for every one of
+them in each of PPO's epochs."""
+NARROW_LAYERS = ((16, 8, 4), (32, 4, 2), (32, 3, 1))
+"""``--camera-encoder narrow``: the Nature CNN's three convolutions at half its maps (16,
+32, 32 where it has 32, 64, 64): the small CNN's work (3.2M multiply-adds a frame at 256
+features) with the Nature CNN's depth, for games the small one learns slowly per sample
+(Breakout: docs/performance.md, "Games that see, sixteenth part")."""
+
+
+STRIDED_LAYERS = {"small": SMALL_LAYERS, "narrow": NARROW_LAYERS}
+"""The encoders :func:`strided_cnn` builds, by ``--camera-encoder`` name."""
+
+
+def strided_cnn(
+    space: gymnasium.spaces.Box,
+    layers: tuple[tuple[int, int, int], ...],
+    features: int,
+    byte_frames: bool,
+) -> nn.Sequential:
+    """Strided convolutions (``layers``: maps, kernel, stride each), each with a ReLU, then a
+    dense layer of ``features``: the small and narrow encoders (with ``byte_frames``, the
+    first convolution a :class:`ByteConv2d`)."""
+    parts: list[nn.Module] = []
+    channels = int(space.shape[0])
+    for index, (maps, kernel, stride) in enumerate(layers):
+        conv = nn.Conv2d(channels, maps, kernel, stride=stride)
+        parts += [_reading_bytes(conv) if byte_frames and index == 0 else conv, nn.ReLU()]
+        channels = maps
+    convolutions = nn.Sequential(*parts, nn.Flatten())
     with torch.no_grad():
         width = int(convolutions(torch.zeros(1, *space.shape)).shape[1])
     return nn.Sequential(convolutions, nn.Linear(width, features), nn.ReLU())
@@ -214,8 +233,8 @@ def camera_encoder(
     ``features`` wide; with ``byte_frames``, its first convolution a :class:`ByteConv2d`)."""
     if encoder == "centroids":
         return centroid_encoder(space, whiten=whiten)
-    if encoder == "small":
-        return small_cnn(space, features, byte_frames)
+    if encoder in STRIDED_LAYERS:
+        return strided_cnn(space, STRIDED_LAYERS[encoder], features, byte_frames)
     nature = NatureCNN(space, features, normalized_image=False)
     if byte_frames:
         first = nature.cnn[0]

@@ -12,10 +12,10 @@ gSDE):
   over the policy's own weights where ``training/ppo/numpy_policy.py`` writes the policy out
   (50 against 175 us a step for 32 envs here), else in torch (``rollout_steps.py``);
 - a camera policy the same way: the centroid encoder in numpy too
-  (``camera_update.CameraActor``), a CNN (``small``, ``nature``) by its own torch layers,
-  its frames handed over channels last while still bytes, and its games stepped in two
-  halves where the run's wrappers allow (``rollout_steps.play_in_halves``): one half's
-  forward pass while the other half's games step;
+  (``camera_update.CameraActor``), a CNN (``small``, ``narrow``, ``nature``) by its own
+  torch layers, its frames handed over channels last while still bytes, and its games
+  stepped in two halves where the run's wrappers allow (``rollout_steps.play_in_halves``):
+  one half's forward pass while the other half's games step;
 - the rollout buffer's arrays written in place;
 - truncated episodes bootstrapped in one batched value pass, their indices found in
   numpy; the episode statistics read only from the envs that finished.
@@ -247,8 +247,8 @@ class LeanPPO(PPO):
     ``benchmarks/cnn_rollouts.py`` compares them)."""
 
     def cnn_rollouts(self) -> bool:
-        """True when a camera policy with a CNN encoder (``small``, ``nature``: what numpy
-        does not write out) is played by the lean loop, its forward pass in torch: SB3's
+        """True when a camera policy with a CNN encoder (``small``, ``narrow``, ``nature``:
+        what numpy does not write out) is played by the lean loop, its forward pass in torch: SB3's
         loop adds 0.3 ms to each step of 8 envs around the forward pass (a distribution
         object, tensor copies, the buffer's ``add``: 2.00 against 1.70 ms for the small
         CNN; docs/performance.md, "Games that see, twelfth part")."""

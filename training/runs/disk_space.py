@@ -19,7 +19,12 @@ DISK_FULL_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
 """No space left, a quota reached, a file past the size limit: the disk said no."""
 ZIP_OVERHEAD = 30_000
 """Bytes of an SB3 zip besides the tensors: the data JSON, versions, the optimizer's layout."""
-ENCODER_WEIGHTS = {"small": (21_000, 2_592), "nature": (78_000, 3_136), "centroids": (0, 0)}
+ENCODER_WEIGHTS = {
+    "small": (12_300, 2_592),
+    "narrow": (21_600, 1_568),
+    "nature": (78_000, 3_136),
+    "centroids": (0, 0),
+}
 """About how many weights each camera encoder's convolutions hold for a stack of 84 x 84
 frames, and how many values they hand the CNN's dense layer (``--cnn-features`` wide;
 ``training/ppo/camera_policy.py``)."""
