@@ -13,7 +13,9 @@ PICTURE_DEFAULTS: dict[str, Any] = {
     # play 1.4) in 4 minutes: a map is a mix of grey frames, no band of grey levels, so it
     # cannot tell Breakout's ball from its bricks (docs/performance.md, "Games that see").
     # At 40 minutes, seed 0, it is ahead of the zoo on all three ALE games of the suite, but
-    # on Breakout (alternated) behind it at 10 and 20 minutes: "fifteenth part"; the
+    # on Breakout (alternated) behind it at 10 and 20 minutes: "fifteenth part", and so on
+    # the median of three seeds (6.9 against 7.8, 13.3 against 14.1: "sixteenth part",
+    # where the narrow CNN at 512 with linear heads came near the zoo per sample); the
     # zoo's own network through lander (Nature CNN, 512 features, linear heads) is level
     # with it on Pong (17.3 against 18.0 at 40 minutes; to the zoo's 2.0 in 1,583 s against
     # 1,224 s: "twelfth part") and on Breakout (the zoo's 17.6 at 1,305 s against 1,316 s),

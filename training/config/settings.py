@@ -281,7 +281,7 @@ class TrainConfig:
         help="How the policy sees camera keys: 'centroids' (where things are: each of a few "
         "learned maps' centroid and mass; fast on a CPU), 'nature' (SB3's CNN, for "
         "textured scenes), 'small' (two strided convolutions, a third of its work) or 'narrow' "
-        "(the Nature CNN's three at half its maps: the small one's work, its depth).",
+        "(the Nature CNN's three at half its maps: its depth for the small one's work).",
         choices=CAMERA_ENCODERS,
         shape=True,
         panel="PPO",
