@@ -26,6 +26,7 @@ from tests.conftest import (
     train_briefly,
 )
 from tests.plugin_decode import PluginInference
+from training.bots.parity import CAMERA_TOLERANCE
 from training.evaluation.scoring import model_policy
 from training.ppo.inference import load_for_inference
 
@@ -117,7 +118,12 @@ def test_a_camera_run_learns_through_real_games_and_exports_a_bot_that_sees(
     exported = lander(tmp_path, "export", "eyes")
     assert exported.returncode == 0, exported.stdout + exported.stderr
     diffs = re.findall(r"max \|diff\| ([0-9.e+-]+)", " ".join(exported.stdout.split()))
-    assert len(diffs) == 2 and max(float(d) for d in diffs) <= 1e-5, exported.stdout
+    # The export's own bar for cameras: its 2,000 frames are random bytes, far from any the
+    # whitening was fitted to, whose whitened centroids reach hundreds, and the model's own
+    # float32 layers round those at 1e-5 of an action (a CI run saw 1.3e-5). The frames the
+    # game sends are held to 1e-5 above and below; the float32 whitening that once broke
+    # parity was 1.5e-4, over this bar.
+    assert len(diffs) == 2 and max(float(d) for d in diffs) <= CAMERA_TOLERANCE, exported.stdout
     plugin = PluginInference(
         tmp_path / "bots" / "eyes.onnx", {"move": {"size": 2, "action_type": "continuous"}}
     )
