@@ -40,7 +40,12 @@ from training.session.model_builder import make_ppo_model
 console = Console()
 
 NETWORKS: dict[str, dict[str, Any]] = {
-    "small (the defaults)": {"camera_encoder": "small"},
+    "small": {"camera_encoder": "small"},
+    "narrow, 512, linear heads (the defaults)": {
+        "camera_encoder": "narrow",
+        "cnn_features": 512,
+        "net_width": 0,
+    },
     "nature, 512, linear heads": {"camera_encoder": "nature", "cnn_features": 512, "net_width": 0},
 }
 ENVS = 8

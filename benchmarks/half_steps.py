@@ -3,11 +3,12 @@ one half while the other half's games step) against one batch, rounds alternatin
 run, on real games.
 
 The games are a picture run's: ``PongNoFrameskip-v4`` as 4 processes of 2 copies over TCP
-in lander's binary picture encoding, under the run's wrappers (the monitor, rewards
-scaled); the policy is the defaults' for pictures (the small CNN), played by the lean
-loop on one torch thread as the trainer collects. It prints the median samples a second
-of whole rollouts each way and their ratio: the update is not in it, so the end-to-end
-gain is this one times the share of a run's time spent collecting.
+in lander's binary picture encoding, under the run's wrappers (the monitor, and rewards
+scaled where the defaults scale them); the policy is the defaults' for pictures
+(``PICTURE_DEFAULTS``), played by the lean loop on one torch thread as the trainer
+collects. It prints the median samples a second of whole rollouts each way and their
+ratio: the update is not in it, so the end-to-end gain is this one times the share of a
+run's time spent collecting.
 
     .venv/bin/python benchmarks/half_steps.py [--env-id PongNoFrameskip-v4] [--rounds 5]
 """
@@ -74,8 +75,8 @@ def main() -> None:
         )
     )
     try:
-        env = VecNormalize(GameMonitor(games), norm_obs=False, norm_reward=True)
         config = TrainConfig(**{**PICTURE_DEFAULTS, "device": "cpu"})
+        env = VecNormalize(GameMonitor(games), norm_obs=False, norm_reward=config.normalize_rewards)
         model = make_ppo_model(config, env, None, None)
         assert isinstance(model, LeanPPO) and model.cnn_rollouts()
         model._last_obs = env.reset()  # type: ignore[assignment]

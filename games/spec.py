@@ -39,7 +39,8 @@ BUNDLED_CAMERA_TUNING: dict[str, Any] = {
 }
 """What the bundled games' camera modes were measured with (the lander's 0.8 within 10x the
 time of its coordinates, the stroke's scope: docs/performance.md, "The camera, third part"),
-which they keep over the defaults for pictures chosen on games nobody here drew."""
+which they start from instead of the defaults for pictures chosen on games nobody here drew
+(``training/session/planning.py``)."""
 
 Policy = Callable[[Any], np.ndarray]
 """Maps a batch of observations ((K, size), or a dict of keys for a game with several) to

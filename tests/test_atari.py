@@ -501,6 +501,24 @@ def test_a_cnns_rollout_hands_the_update_its_frames_channels_last(encoder: str) 
     assert torch.equal(frames, torch.as_tensor(buffer.observations[:8]))
 
 
+@pytest.mark.parametrize("encoder", ["small", "narrow", "nature"])
+def test_a_cnns_size_is_reckoned_from_its_declared_layers(encoder: str) -> None:
+    """The disk estimate's weights and flat width of each CNN, from the layers declared
+    without torch, are those of the encoder the policy builds (SB3's for ``nature``)."""
+    import torch
+
+    from training.config import CNN_LAYERS
+    from training.ppo.camera_policy import camera_encoder
+    from training.runs.disk_space import PICTURE_SHAPE, convolution_sizes
+
+    space = spaces.Box(0, 255, PICTURE_SHAPE, np.uint8)
+    built = camera_encoder(space, encoder, whiten=False, features=64, byte_frames=True)
+    convolutions = [m for m in built.modules() if isinstance(m, torch.nn.Conv2d)]
+    dense = [m for m in built.modules() if isinstance(m, torch.nn.Linear)][-1]
+    weights = sum(p.numel() for conv in convolutions for p in conv.parameters())
+    assert convolution_sizes(CNN_LAYERS[encoder]) == (weights, dense.in_features)
+
+
 @pytest.mark.parametrize(
     ("encoder", "features", "width"), [("small", 256, 64), ("narrow", 512, 0), ("nature", 512, 0)]
 )

@@ -189,6 +189,16 @@ def _help_default(game_flags: list[str], option: str) -> str:
             "4 for gym:BreakoutNoFrameskip-v4; general: 10",
         ),
         (["--game", "gym:BreakoutNoFrameskip-v4"], "--log-std-init", "0"),
+        (
+            ["--game", "gym:BreakoutNoFrameskip-v4"],
+            "--net-width",
+            "0 for gym:BreakoutNoFrameskip-v4; general: 64",
+        ),
+        (
+            ["--game", "gym:CarRacing-v3"],
+            "--camera-encoder",
+            "small for gym:CarRacing-v3; general: centroids",
+        ),
         (["--game", "gym:CarRacing-v3"], "--log-std-init", "-2 for gym:CarRacing-v3; general: 0"),
         (
             ["--game", "gym:CarRacing-v3"],

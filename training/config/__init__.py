@@ -6,11 +6,14 @@ files and records (``files.py``). What the rest of lander uses is importable fro
 from training.config.checks import check_bundled_game_args, check_config
 from training.config.declare import (
     CAMERA_ENCODERS,
+    CNN_LAYERS,
     MAX_ACTION_REPEAT,
     MAX_MEMORY,
     MAX_SPEEDUP,
     MAX_TIMESTEPS,
+    STRIDED_LAYERS,
     ConfigError,
+    ConvolutionLayers,
     setting,
 )
 from training.config.defaults import CONTINUOUS_PICTURE_DEFAULTS, PICTURE_DEFAULTS
@@ -35,6 +38,7 @@ from training.config.settings import (
 
 __all__ = [
     "CAMERA_ENCODERS",
+    "CNN_LAYERS",
     "CONTINUOUS_PICTURE_DEFAULTS",
     "FIELD_NAMES",
     "MAX_ACTION_REPEAT",
@@ -48,8 +52,10 @@ __all__ = [
     "RESUMABLE_SETTINGS",
     "SESSION_SETTINGS",
     "SHAPE_SETTINGS",
+    "STRIDED_LAYERS",
     "TUNED",
     "ConfigError",
+    "ConvolutionLayers",
     "TrainConfig",
     "apply_overrides",
     "check_bundled_game_args",

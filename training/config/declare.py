@@ -22,6 +22,24 @@ MAX_MEMORY = 4096
 """The most units ``--memory`` may ask for: a GRU of 4,096 is 50M weights, past any bot."""
 CAMERA_ENCODERS = ("centroids", "nature", "small", "narrow")
 """What ``--camera-encoder`` may name (training/ppo/camera_policy.py)."""
+ConvolutionLayers = tuple[tuple[int, int, int], ...]
+"""A CNN encoder's convolutions, each its maps, kernel and stride (a ReLU after each)."""
+SMALL_LAYERS: ConvolutionLayers = ((16, 8, 4), (32, 4, 2))
+"""``--camera-encoder small``: the network of the first DQN (Mnih et al. 2013), 16 maps of
+8 x 8 by 4, then 32 of 4 x 4 by 2: on 84 x 84 x 4 frames 2.9M multiply-adds a frame against
+the Nature CNN's 9.4M, for a CPU that pays for every one of them in each of PPO's epochs."""
+NARROW_LAYERS: ConvolutionLayers = ((16, 8, 4), (32, 4, 2), (32, 3, 1))
+"""``--camera-encoder narrow``: the Nature CNN's three convolutions at half its maps (16,
+32, 32 where it has 32, 64, 64): the small CNN's work (3.2M multiply-adds a frame at 256
+features) with the Nature CNN's depth; the default for pictures, where the small one learned
+Breakout slowly per sample (docs/performance.md, "Games that see, seventeenth part")."""
+NATURE_LAYERS: ConvolutionLayers = ((32, 8, 4), (64, 4, 2), (64, 3, 1))
+"""``--camera-encoder nature``: SB3's ``NatureCNN`` (Mnih et al. 2015), which SB3 builds;
+written here for what its size is."""
+STRIDED_LAYERS = {"small": SMALL_LAYERS, "narrow": NARROW_LAYERS}
+"""The encoders lander builds itself (``strided_cnn`` in training/ppo/camera_policy.py)."""
+CNN_LAYERS = {**STRIDED_LAYERS, "nature": NATURE_LAYERS}
+"""Every convolutional ``--camera-encoder``'s layers (the centroids have none)."""
 
 
 def setting(

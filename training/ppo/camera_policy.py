@@ -31,14 +31,14 @@ from stable_baselines3.common.torch_layers import BaseFeaturesExtractor, NatureC
 from torch import nn
 
 from game_bridge.bot_runner import CENTROID_EPSILON
-from training.config import CAMERA_ENCODERS
+from training.config import CAMERA_ENCODERS, CNN_LAYERS, STRIDED_LAYERS, ConvolutionLayers
 
 CENTROID_MAPS = 8
 """Maps the centroid encoder makes of a frame: each finds one kind of thing."""
 CENTROID_POOL = 2
 """Pixels averaged (per side) before the maps are made: a quarter of the work, and a
 point drawn across pixels still moves its centroid smoothly."""
-CNN_ENCODERS = ("small", "narrow", "nature")
+CNN_ENCODERS = tuple(CNN_LAYERS)
 """The ``--camera-encoder`` choices that are convolutional networks."""
 BYTE_SCALE = 1.0 / 255.0
 """SB3's scaling of image bytes to [0, 1], which a CNN's :class:`ByteConv2d` applies to its
@@ -189,25 +189,9 @@ def _reading_bytes(first: nn.Conv2d) -> ByteConv2d:
     )
 
 
-SMALL_LAYERS = ((16, 8, 4), (32, 4, 2))
-"""``--camera-encoder small``: the network of the first DQN (Mnih et al. 2013), 16 maps of
-8 x 8 by 4, then 32 of 4 x 4 by 2 (maps, kernel, stride): on 84 x 84 x 4 frames 2.9M
-multiply-adds a frame against the Nature CNN's 9.4M, for a CPU that pays for every one of
-them in each of PPO's epochs."""
-NARROW_LAYERS = ((16, 8, 4), (32, 4, 2), (32, 3, 1))
-"""``--camera-encoder narrow``: the Nature CNN's three convolutions at half its maps (16,
-32, 32 where it has 32, 64, 64): the small CNN's work (3.2M multiply-adds a frame at 256
-features) with the Nature CNN's depth, for games the small one learns slowly per sample
-(Breakout: docs/performance.md, "Games that see, sixteenth part")."""
-
-
-STRIDED_LAYERS = {"small": SMALL_LAYERS, "narrow": NARROW_LAYERS}
-"""The encoders :func:`strided_cnn` builds, by ``--camera-encoder`` name."""
-
-
 def strided_cnn(
     space: gymnasium.spaces.Box,
-    layers: tuple[tuple[int, int, int], ...],
+    layers: ConvolutionLayers,
     features: int,
     byte_frames: bool,
 ) -> nn.Sequential:

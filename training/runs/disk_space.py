@@ -12,22 +12,16 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-from training.config import TrainConfig
+from training.config import CNN_LAYERS, ConvolutionLayers, TrainConfig
 from training.runs.run_paths import RunPaths
 
 DISK_FULL_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
 """No space left, a quota reached, a file past the size limit: the disk said no."""
 ZIP_OVERHEAD = 30_000
 """Bytes of an SB3 zip besides the tensors: the data JSON, versions, the optimizer's layout."""
-ENCODER_WEIGHTS = {
-    "small": (12_300, 2_592),
-    "narrow": (21_600, 1_568),
-    "nature": (78_000, 3_136),
-    "centroids": (0, 0),
-}
-"""About how many weights each camera encoder's convolutions hold for a stack of 84 x 84
-frames, and how many values they hand the CNN's dense layer (``--cnn-features`` wide;
-``training/ppo/camera_policy.py``)."""
+PICTURE_SHAPE = (4, 84, 84)
+"""The frames a CNN's size is reckoned over: four stacked 84 x 84 greys (what the ALE games
+send; a bundled camera's frames are smaller)."""
 CENTROID_FEATURES = 24
 """What the centroid encoder hands the actor and critic (its 8 maps' x, y and mass)."""
 ROLLOUT_LOG_BYTES = 3_000
@@ -39,6 +33,20 @@ def on_full_disk(error: str | None) -> bool:
     return error is not None and any(os.strerror(code) in error for code in DISK_FULL_ERRNOS)
 
 
+def convolution_sizes(
+    layers: ConvolutionLayers, shape: tuple[int, int, int] = PICTURE_SHAPE
+) -> tuple[int, int]:
+    """The weights of a CNN's convolutions over frames of ``shape`` (channels, height,
+    width), and how many values they hand the CNN's dense layer (``--cnn-features`` wide)."""
+    channels, height, width = shape
+    weights = 0
+    for maps, kernel, stride in layers:
+        weights += (channels * kernel * kernel + 1) * maps
+        height, width = (height - kernel) // stride + 1, (width - kernel) // stride + 1
+        channels = maps
+    return weights, channels * height * width
+
+
 def estimated_checkpoint_bytes(
     config: TrainConfig, observation_size: int, action_size: int, pictures: bool
 ) -> int:
@@ -47,7 +55,8 @@ def estimated_checkpoint_bytes(
     encoder where the game sends pictures, each with the optimizer's two moments, and the
     zip's own bytes."""
     width = config.net_width
-    convolutions, flat = ENCODER_WEIGHTS.get(config.camera_encoder, (0, 0))
+    layers = CNN_LAYERS.get(config.camera_encoder)
+    convolutions, flat = convolution_sizes(layers) if layers else (0, 0)
     cnn = pictures and flat > 0  # the centroids hand their few features on as they are
     if cnn:
         inputs = config.cnn_features

@@ -136,20 +136,22 @@ two slowest seeds, 10 passes peaked at 0.62 and 0.73 in 150 s; 5 passed 0.8 at 7
 
 
 def game_defaults(config: TrainConfig) -> dict[str, Any]:
-    """The settings a new run of a bundled game starts from (the defaults for pictures where
-    it sends a camera key, under its registry entry's ``train_defaults``, and its
-    ``arg_defaults`` for the run's ``--game-arg`` values); for a ``gym:`` game that sends
-    pictures, the defaults for pictures (and for continuous actions from pictures where
-    it acts so); none for a game binary or server, which is another game."""
+    """The settings a new run of a bundled game starts from (its registry entry's
+    ``train_defaults``, and its ``arg_defaults`` for the run's ``--game-arg`` values: its
+    camera modes keep what they were measured with, not the defaults for pictures chosen
+    on games nobody here drew); for a ``gym:`` game that sends pictures, the defaults for
+    pictures (and for continuous actions from pictures where it acts so); none for a game
+    binary or server, which is another game."""
     if config.own_game is not None:
         return {}
     entry = game_entry(config.game)
-    pictures = dict(PICTURE_DEFAULTS) if entry.sees_pictures(config.game_args) else {}
     if config.game not in BUNDLED_GAMES:
-        if pictures and entry.continuous_actions(config.game_args):
-            pictures.update(CONTINUOUS_PICTURE_DEFAULTS)
-        return pictures
-    tuned = {**pictures, **entry.train_defaults}
+        if not entry.sees_pictures(config.game_args):
+            return {}
+        if entry.continuous_actions(config.game_args):
+            return {**PICTURE_DEFAULTS, **CONTINUOUS_PICTURE_DEFAULTS}
+        return dict(PICTURE_DEFAULTS)
+    tuned = dict(entry.train_defaults)
     for (name, value), settings in entry.arg_defaults.items():
         if config.game_args.get(name) == value:
             tuned.update(settings)
