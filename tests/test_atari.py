@@ -501,6 +501,45 @@ def test_a_cnns_rollout_hands_the_update_its_frames_channels_last(encoder: str) 
     assert torch.equal(frames, torch.as_tensor(buffer.observations[:8]))
 
 
+@pytest.mark.parametrize("channels_last", [True, False])
+@pytest.mark.parametrize("keyed", [False, True])
+def test_a_camera_buffer_hands_each_minibatch_its_own_frames(
+    channels_last: bool, keyed: bool
+) -> None:
+    """Each minibatch's frames are the rows its actions came with, in SB3's env-major order,
+    whether the buffer lays its frames out channels last for a CNN or not (a frame's row
+    told by its action, the row's number)."""
+    import torch
+    from stable_baselines3.common.buffers import RolloutBuffer
+
+    from training.ppo.camera_update import CameraDictRolloutBuffer, CameraRolloutBuffer
+
+    steps, envs = 6, 3
+    image = spaces.Box(0, 255, (4, 84, 84), np.uint8)
+    space = spaces.Dict({IMAGE_KEY: image, "v": spaces.Box(-1, 1, (2,))}) if keyed else image
+    action_space = spaces.Box(-1e4, 1e4, (1,))
+    kind = CameraDictRolloutBuffer if keyed else CameraRolloutBuffer
+    buffer = kind(steps, space, action_space, n_envs=envs)
+    buffer.channels_last = channels_last
+    frames = np.random.default_rng(0).integers(0, 256, (steps, envs, 4, 84, 84), np.uint8)
+    rows = np.arange(steps * envs, dtype=np.float32).reshape(envs, steps).T  # env-major
+    for step in range(steps):
+        obs = {IMAGE_KEY: frames[step], "v": np.zeros((envs, 2))} if keyed else frames[step]
+        zeros = torch.zeros(envs)
+        buffer.add(obs, rows[step][:, None], np.zeros(envs), np.zeros(envs), zeros, zeros)
+    buffer.compute_returns_and_advantage(torch.zeros(envs), np.zeros(envs))
+    flat = RolloutBuffer.swap_and_flatten(frames)
+    seen = 0
+    for batch in buffer.get(4):
+        got = batch.observations[IMAGE_KEY] if keyed else batch.observations
+        assert got.dtype == torch.uint8
+        assert got.is_contiguous(memory_format=torch.channels_last) == channels_last
+        expected = flat[batch.actions[:, 0].numpy().astype(int)]
+        assert np.array_equal(got.numpy(), expected)
+        seen += len(got)
+    assert seen == steps * envs
+
+
 @pytest.mark.parametrize("encoder", ["small", "narrow", "nature"])
 def test_a_cnns_size_is_reckoned_from_its_declared_layers(encoder: str) -> None:
     """The disk estimate's weights and flat width of each CNN, from the layers declared
