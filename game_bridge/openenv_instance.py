@@ -153,9 +153,11 @@ class OpenEnvInstance(GameInstance):
     def start(self, command: list[str], output_path: Path) -> None:
         """Open this instance's session: a WebSocket to the server's ``/ws``.
 
-        :raises InstanceDied: the server cannot be reached.
+        :raises InstanceDied: the server cannot be reached, or it closes the connection
+            during the opening handshake (a server that is going down accepts, then
+            breaks the pipe: websockets reports that as ``ConnectionClosed``).
         """
-        from websockets.exceptions import InvalidHandshake, InvalidURI
+        from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidURI
         from websockets.sync.client import connect
 
         self.output_path = output_path
@@ -164,7 +166,7 @@ class OpenEnvInstance(GameInstance):
             self._socket = connect(
                 address, open_timeout=self.read_timeout, max_size=self.max_frame_bytes
             )
-        except (OSError, TimeoutError, InvalidHandshake, InvalidURI) as exc:
+        except (OSError, TimeoutError, ConnectionClosed, InvalidHandshake, InvalidURI) as exc:
             raise InstanceDied(self.index, f"cannot open a session at {address}: {exc}") from None
 
     def start_forked(self, main_module: str, argv: list[str], output_path: Path) -> None:

@@ -19,9 +19,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from game_bridge.errors import BridgeError
+from game_bridge.errors import BridgeError, InstanceDied
 from game_bridge.launcher import LaunchConfig
-from game_bridge.openenv_instance import server_url
+from game_bridge.openenv_instance import OpenEnvInstance, server_url
 from game_bridge.openenv_schema import SchemaError, spaces_of
 from game_bridge.vec_env import GameVecEnv
 from tests.conftest import GAMES_DIR, LANDER, find_free_port_block, lander, tensorboard_steps
@@ -217,6 +217,25 @@ def test_a_server_that_dies_is_one_named_fault(reach_server: Server) -> None:
                 env.step(np.zeros((1, 1), dtype=np.float32))
     finally:
         env.close()
+
+
+def test_a_session_broken_during_its_opening_handshake_is_a_dead_instance(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """A server going down can accept a reconnect, then break the pipe while the client
+    sends its upgrade request: websockets raises ``ConnectionClosedError`` from
+    ``connect``, which must reach the restart logic as a dead instance (CI once saw it
+    escape as a traceback). Staged here because the real race is rare."""
+    from websockets.exceptions import ConnectionClosedError
+    from websockets.sync import client
+
+    def broken(*args: object, **kwargs: object) -> None:
+        raise ConnectionClosedError(None, None)
+
+    monkeypatch.setattr(client, "connect", broken)
+    instance = OpenEnvInstance(0, "http://127.0.0.1:9")
+    with pytest.raises(InstanceDied, match="cannot open a session"):
+        instance.start([], tmp_path / "out.log")
 
 
 def test_a_server_at_capacity_is_one_named_fault(reach_server: Server) -> None:
