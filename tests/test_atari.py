@@ -22,7 +22,7 @@ from game_bridge.launcher import LaunchConfig
 from game_bridge.protocol import GAME_OVER, SCORE
 from game_bridge.spaces import parse_env_info
 from game_bridge.vec_env import GameVecEnv
-from games.gym import atari
+from games.gym import ale_frames, atari
 from games.gym.client import GymGame
 from games.gym.view import IMAGE_KEY, GameView, make_view
 from tests.conftest import lander, tensorboard_steps
@@ -94,6 +94,67 @@ def test_a_step_is_four_frames_84_by_84_grey_four_stacked(env_id: str) -> None:
         assert info["frame_number"] - frame_before == 4
         frame_before, previous = info["frame_number"], obs
     assert not np.array_equal(previous[0], previous[3])  # the game moved in 3 steps
+
+
+def _gymnasiums_preprocessing(env: gymnasium.Env[Any, Any], frame_skip: int) -> Any:
+    """What ``atari.preprocess`` built before :class:`AleFrames`: Gymnasium's own wrapper."""
+    from gymnasium.wrappers import AtariPreprocessing, FrameStackObservation
+
+    pooled = AtariPreprocessing(
+        env, noop_max=atari.NOOP_MAX, frame_skip=frame_skip, terminal_on_life_loss=False
+    )
+    return FrameStackObservation(
+        atari._lives_and_rewards(pooled, env), atari.STACK, padding_type="reset"
+    )
+
+
+@pytest.mark.parametrize(
+    ("env_id", "frame_skip"), [("BreakoutNoFrameskip-v4", 4), ("ALE/Pong-v5", 1)]
+)
+def test_the_emulator_stepped_directly_is_gymnasiums_preprocessing_step_for_step(
+    env_id: str, frame_skip: int
+) -> None:
+    """The same frames, rewards, ends, infos and scores as Gymnasium's ``AtariPreprocessing``
+    from the same seed and actions, over lost lives, whole games and no-op starts: Breakout
+    skips here and serves with FIRE; Pong-v5 skips by itself, with sticky actions."""
+    lean = atari.preprocess(gymnasium.make(env_id), frame_skip)
+    layer = lean
+    while not isinstance(layer, ale_frames.AleFrames):
+        assert isinstance(layer, gymnasium.Wrapper), "preprocess did not step the emulator"
+        layer = layer.env
+    reference = _gymnasiums_preprocessing(gymnasium.make(env_id), frame_skip)
+    assert lean.observation_space == reference.observation_space
+    rng = np.random.default_rng(0)
+    seen, ends, scores = 0, 0, 0
+    for game in range(2):
+        obs, info = lean.reset(seed=game)
+        expected_obs, expected_info = reference.reset(seed=game)
+        assert np.array_equal(obs, expected_obs) and info == expected_info
+        for _ in range(1_500):
+            action = int(rng.integers(lean.action_space.n))
+            step, expected = lean.step(action), reference.step(action)
+            assert np.array_equal(step[0], expected[0]), f"frames differ at step {seen}"
+            assert step[1:] == expected[1:], f"step {seen}: {step[1:]} != {expected[1:]}"
+            seen += 1
+            if step[2] or step[3]:
+                ends += 1
+                scores += SCORE in step[4]
+                obs, info = lean.reset()
+                expected_obs, expected_info = reference.reset()
+                assert np.array_equal(obs, expected_obs) and info == expected_info
+    assert ends >= 1 and (scores >= 1 or frame_skip == 1)  # Breakout ends games in 3,000
+
+
+def test_a_game_under_a_wrapper_of_its_own_keeps_gymnasiums_preprocessing() -> None:
+    """Stepping the emulator directly would skip a wrapper between it and the preprocessing
+    (a user's, a time limit), and a stochastic skip is Gymnasium's to draw: those keep
+    Gymnasium's wrapper."""
+    assert ale_frames.fits(gymnasium.make("BreakoutNoFrameskip-v4"))
+    assert not ale_frames.fits(_RawRewards(gymnasium.make("BreakoutNoFrameskip-v4")))
+    assert not ale_frames.fits(gymnasium.make("BreakoutNoFrameskip-v4", max_episode_steps=9))
+    assert not ale_frames.fits(gymnasium.make("Breakout-v4"))  # a skip of 2 to 4 frames
+    with pytest.raises(ValueError, match="fixed skip"):
+        ale_frames.AleFrames(gymnasium.make("Breakout-v4"), 4, noop_max=30, screen=84)
 
 
 def test_a_game_seen_through_its_ram_is_a_vector_with_the_same_lives_and_score() -> None:

@@ -23,6 +23,7 @@ import gymnasium
 import numpy as np
 
 from game_bridge.protocol import GAME_OVER, SCORE
+from games.gym import ale_frames
 from games.gym.pictures import RepeatAction
 
 NOOP_MAX = 30
@@ -174,14 +175,18 @@ def preprocess(
         if frame_skip > 1:
             ram = RepeatAction(ram, frame_skip)
         return _lives_and_rewards(ram, env)
-    wrapped: gymnasium.Env[Any, Any] = AtariPreprocessing(
-        env,
-        noop_max=NOOP_MAX,
-        frame_skip=frame_skip,
-        screen_size=SCREEN,
-        terminal_on_life_loss=False,
-        grayscale_obs=True,
-    )
+    wrapped: gymnasium.Env[Any, Any]
+    if ale_frames.fits(env):
+        wrapped = ale_frames.AleFrames(env, frame_skip, noop_max=NOOP_MAX, screen=SCREEN)
+    else:
+        wrapped = AtariPreprocessing(
+            env,
+            noop_max=NOOP_MAX,
+            frame_skip=frame_skip,
+            screen_size=SCREEN,
+            terminal_on_life_loss=False,
+            grayscale_obs=True,
+        )
     return FrameStackObservation(_lives_and_rewards(wrapped, env), STACK, padding_type="reset")
 
 
