@@ -167,7 +167,10 @@ def preprocess(
     holds ``frame_skip`` frames more than the id's own (1 where the id skips itself, the
     caller's to decide). Its observation is ``(4, 84, 84)`` uint8, oldest frame first; a
     game seen through its RAM keeps its 128 bytes, a vector (no frames to pool, shrink or
-    stack: the bytes hold what the screen shows), with the same starts, lives and rewards."""
+    stack: the bytes hold what the screen shows), with the same starts, lives and rewards.
+    The pooling and shrinking are Gymnasium's ``AtariPreprocessing``, done on the emulator
+    itself where the id allows (:class:`~games.gym.ale_frames.AleFrames`, the same frames for
+    a fifth to a quarter less of the game's time a step)."""
     from gymnasium.wrappers import AtariPreprocessing, FrameStackObservation
 
     if sees_ram(env):
