@@ -155,6 +155,8 @@ def test_a_game_under_a_wrapper_of_its_own_keeps_gymnasiums_preprocessing() -> N
     assert not ale_frames.fits(gymnasium.make("Breakout-v4"))  # a skip of 2 to 4 frames
     with pytest.raises(ValueError, match="fixed skip"):
         ale_frames.AleFrames(gymnasium.make("Breakout-v4"), 4, noop_max=30, screen=84)
+    with pytest.raises(ValueError, match="skips frames itself"):  # 4 x 4 frames a step
+        ale_frames.AleFrames(gymnasium.make("ALE/Breakout-v5"), 4, noop_max=30, screen=84)
 
 
 def test_a_game_seen_through_its_ram_is_a_vector_with_the_same_lives_and_score() -> None:

@@ -1,9 +1,9 @@
 """Gymnasium's ``AtariPreprocessing`` (no-op starts, frames skipped and the last two
 max-pooled, 84 x 84 grey) done on the emulator itself: the same observations, rewards,
-ends and infos, for a third less of the game process's time a step.
+ends and infos, for a fifth to a quarter less of the game process's time a step.
 
-Through Gymnasium, each emulator frame of a step is a call down four wrappers to
-ale-py's ``AtariEnv.step``, which copies the whole colour screen after every frame
+Through Gymnasium, each emulator frame of a step is a call through its checks to ale-py's
+``AtariEnv.step``, which copies the whole colour screen after every frame
 (100 KB, four times a step) that the preprocessing never reads: it reads the grey screen
 of the last two frames from the emulator itself. Here a step calls the emulator's ``act``
 for each frame and reads only those two screens. On this 2-core machine a picture run's
@@ -20,7 +20,7 @@ import numpy as np
 from gymnasium.wrappers import OrderEnforcing, PassiveEnvChecker
 
 NOOP = 0
-"""The index of NOOP in every ALE game's minimal action set."""
+"""The index of NOOP in an ALE game's action set (checked, as Gymnasium checks it)."""
 
 
 def fits(env: gymnasium.Env[Any, Any]) -> bool:
@@ -57,8 +57,13 @@ class AleFrames(gymnasium.Wrapper[Any, Any, Any, Any]):
     ) -> None:
         if not fits(env):
             raise ValueError("AleFrames steps ale-py's games of a fixed skip only")
-        super().__init__(env)
         game: Any = env.unwrapped
+        # Gymnasium's own refusals, so that the two wrappers take the same games.
+        if frame_skip > 1 and game._frameskip != 1:
+            raise ValueError("the game skips frames itself: give a frame_skip of 1")
+        if noop_max > 0 and game.get_action_meanings()[NOOP] != "NOOP":
+            raise ValueError("no-op starts need NOOP as the game's first action")
+        super().__init__(env)
         self._game = game
         self._ale = game.ale
         self._own_skip = int(game._frameskip)
@@ -76,7 +81,7 @@ class AleFrames(gymnasium.Wrapper[Any, Any, Any, Any]):
         ale_action = self._game._action_set[action]
         reward = 0.0
         for _ in range(self._own_skip):
-            reward += self._ale.act(ale_action, 1.0)
+            reward += self._ale.act(ale_action)  # full strength: a discrete action
         return reward, self._ale.game_over(with_truncation=False), self._ale.game_truncated()
 
     def step(self, action: Any) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
