@@ -21,7 +21,6 @@ from typing import Any
 import cv2
 import gymnasium
 import numpy as np
-from gymnasium.wrappers import AtariPreprocessing, FrameStackObservation
 from rich.console import Console
 from rich.table import Table
 
@@ -32,12 +31,7 @@ console = Console()
 
 def gymnasiums(env: gymnasium.Env[Any, Any]) -> gymnasium.Env[Any, Any]:
     """The preprocessing as it was: Gymnasium's wrapper under lander's lives and rewards."""
-    pooled = AtariPreprocessing(
-        env, noop_max=atari.NOOP_MAX, frame_skip=atari.FRAME_SKIP, terminal_on_life_loss=False
-    )
-    return FrameStackObservation(
-        atari._lives_and_rewards(pooled, env), atari.STACK, padding_type="reset"
-    )
+    return atari.preprocess(env, on_the_emulator=False)
 
 
 SIDES: dict[str, Callable[[gymnasium.Env[Any, Any]], gymnasium.Env[Any, Any]]] = {

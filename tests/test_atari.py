@@ -96,18 +96,6 @@ def test_a_step_is_four_frames_84_by_84_grey_four_stacked(env_id: str) -> None:
     assert not np.array_equal(previous[0], previous[3])  # the game moved in 3 steps
 
 
-def _gymnasiums_preprocessing(env: gymnasium.Env[Any, Any], frame_skip: int) -> Any:
-    """What ``atari.preprocess`` built before :class:`AleFrames`: Gymnasium's own wrapper."""
-    from gymnasium.wrappers import AtariPreprocessing, FrameStackObservation
-
-    pooled = AtariPreprocessing(
-        env, noop_max=atari.NOOP_MAX, frame_skip=frame_skip, terminal_on_life_loss=False
-    )
-    return FrameStackObservation(
-        atari._lives_and_rewards(pooled, env), atari.STACK, padding_type="reset"
-    )
-
-
 @pytest.mark.parametrize(
     ("env_id", "frame_skip"), [("BreakoutNoFrameskip-v4", 4), ("ALE/Pong-v5", 1)]
 )
@@ -122,7 +110,7 @@ def test_the_emulator_stepped_directly_is_gymnasiums_preprocessing_step_for_step
     while not isinstance(layer, ale_frames.AleFrames):
         assert isinstance(layer, gymnasium.Wrapper), "preprocess did not step the emulator"
         layer = layer.env
-    reference = _gymnasiums_preprocessing(gymnasium.make(env_id), frame_skip)
+    reference = atari.preprocess(gymnasium.make(env_id), frame_skip, on_the_emulator=False)
     assert lean.observation_space == reference.observation_space
     rng = np.random.default_rng(0)
     seen, ends, scores = 0, 0, 0

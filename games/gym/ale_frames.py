@@ -63,7 +63,11 @@ class AleFrames(gymnasium.Wrapper[Any, Any, Any, Any]):
             raise ValueError("the game skips frames itself: give a frame_skip of 1")
         if noop_max > 0 and game.get_action_meanings()[NOOP] != "NOOP":
             raise ValueError("no-op starts need NOOP as the game's first action")
+        import cv2  # here, not at the top: a game of vectors does not load OpenCV
+
         super().__init__(env)
+        self._resize = cv2.resize
+        self._area = cv2.INTER_AREA
         self._game = game
         self._ale = game.ale
         self._own_skip = int(game._frameskip)
@@ -112,8 +116,6 @@ class AleFrames(gymnasium.Wrapper[Any, Any, Any, Any]):
         return self._observation(), info
 
     def _observation(self) -> np.ndarray:
-        import cv2
-
         if self._frame_skip > 1:
             np.maximum(self._newest, self._previous, out=self._newest)
-        return cv2.resize(self._newest, (self._screen, self._screen), interpolation=cv2.INTER_AREA)
+        return self._resize(self._newest, (self._screen, self._screen), interpolation=self._area)

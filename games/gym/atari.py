@@ -161,7 +161,7 @@ def sees_ram(env: gymnasium.Env[Any, Any]) -> bool:
 
 
 def preprocess(
-    env: gymnasium.Env[Any, Any], frame_skip: int = FRAME_SKIP
+    env: gymnasium.Env[Any, Any], frame_skip: int = FRAME_SKIP, on_the_emulator: bool = True
 ) -> gymnasium.Env[Any, Any]:
     """``env`` (ale-py's) as the learner sees it: see the module's docstring; each step
     holds ``frame_skip`` frames more than the id's own (1 where the id skips itself, the
@@ -170,7 +170,8 @@ def preprocess(
     stack: the bytes hold what the screen shows), with the same starts, lives and rewards.
     The pooling and shrinking are Gymnasium's ``AtariPreprocessing``, done on the emulator
     itself where the id allows (:class:`~games.gym.ale_frames.AleFrames`, the same frames for
-    a fifth to a quarter less of the game's time a step)."""
+    a fifth to a quarter less of the game's time a step); ``on_the_emulator`` False keeps
+    Gymnasium's wrapper wherever (what that class is tested and measured against)."""
     from gymnasium.wrappers import AtariPreprocessing, FrameStackObservation
 
     if sees_ram(env):
@@ -179,7 +180,7 @@ def preprocess(
             ram = RepeatAction(ram, frame_skip)
         return _lives_and_rewards(ram, env)
     wrapped: gymnasium.Env[Any, Any]
-    if ale_frames.fits(env):
+    if on_the_emulator and ale_frames.fits(env):
         wrapped = ale_frames.AleFrames(env, frame_skip, noop_max=NOOP_MAX, screen=SCREEN)
     else:
         wrapped = AtariPreprocessing(

@@ -180,16 +180,17 @@ class GymGame:
 def _resize_on_one_core() -> None:
     """OpenCV resizes a picture game's frames (``games/gym/atari.py``, ``pictures.py``) on
     every core by default; a game process is one of several stepping beside the trainer,
-    where more threads only contend (a Breakout frame: 51 us on one thread, 69 us on two)."""
-    import cv2
-
-    cv2.setNumThreads(1)
+    where more threads only contend (a Breakout frame: 51 us on one thread, 69 us on two).
+    Only where the views' preprocessing loaded it: a game of vectors does not pay its
+    import."""
+    cv2 = sys.modules.get("cv2")
+    if cv2 is not None:
+        cv2.setNumThreads(1)
 
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of ``python -m games.gym``."""
     values = read_arguments(sys.argv[1:] if argv is None else argv)
-    _resize_on_one_core()
     env_id = values.get("env_id")
     try:
         agents = int(values.get("agents", "1"))
@@ -204,5 +205,6 @@ def main(argv: list[str] | None = None) -> int:
     except (ValueError, UnsupportedEnv) as exc:
         print(f"gym-game: {exc}", file=sys.stderr)
         return 2
+    _resize_on_one_core()
     game = GymGame(views, seed)
     return run_game(game, values, f"gym-game {env_id}", game.encoding)

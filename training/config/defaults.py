@@ -22,10 +22,10 @@ PICTURE_DEFAULTS: dict[str, Any] = {
     # against 1.12x, and never behind the zoo ("seventeenth part", one seed a game). With
     # the games stepping the emulator directly (games/gym/ale_frames.py: the same rewards at
     # every sample count, sooner) Breakout 2.16x, SpaceInvaders 1.91x, Pong 1.89x, the
-    # median 2.04x ("twentieth part"). The zoo's own network (the Nature CNN) runs at 0.6x its pace. Why a CNN at all: the
-    # centroids, made for a few sprites on a dark field, cannot tell Breakout's ball from its
-    # bricks (a map is a mix of grey frames; 2.3 in 4 minutes, random play 1.4:
-    # docs/performance.md, "Games that see").
+    # median 2.04x ("twentieth part"). The zoo's own network (the Nature CNN) runs at 0.6x
+    # its pace. Why a CNN at all: the centroids, made for a few sprites on a dark field,
+    # cannot tell Breakout's ball from its bricks (a map is a mix of grey frames; 2.3 in 4
+    # minutes, random play 1.4: docs/performance.md, "Games that see").
     "camera_encoder": "narrow",
     "cnn_features": 512,
     "net_width": 0,
