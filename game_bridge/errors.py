@@ -40,6 +40,11 @@ class InstanceDied(BridgeError):
     """The game closed its connection or its process exited."""
 
 
+class GameStopped(InstanceDied):
+    """The game a person started (Play in the Godot editor) was stopped by them: the end of
+    the run, in order, not a fault to restart."""
+
+
 class InstanceTimeout(BridgeError):
     """The game did not answer within the read timeout."""
 

@@ -88,6 +88,9 @@ class LaunchConfig:
         (:mod:`game_bridge.cluster`); None launches them here.
     :param transport: ``tcp`` (each game connects to its port) or ``stdio`` (JSON lines on
         each game's standard input and output; no ports).
+    :param external: nothing is launched: a person starts the game (Play in the Godot
+        editor), which connects to ``base_port``; it is never restarted, and its leaving
+        ends the run (:class:`~game_bridge.errors.GameStopped`).
     """
 
     command: list[str] = field(default_factory=list)
@@ -113,11 +116,16 @@ class LaunchConfig:
     game_url: str | None = None
     max_episode_steps: int = 1000
     schema_override: dict[str, Any] | None = None
+    external: bool = False
 
     def __post_init__(self) -> None:
         if self.openenv and self.game_url is None:
             raise LaunchError(None, "the openenv transport needs the server's URL")
-        if not self.command and not self.openenv:
+        if self.external and (self.n_instances != 1 or self.transport != "tcp" or self.cluster):
+            raise LaunchError(None, "a game a person starts is one game on one TCP port, here")
+        if self.external:
+            self.auto_port = False  # the game connects to the port it knows, not another
+        if not self.command and not self.openenv and not self.external:
             raise LaunchError(None, "no game to launch: give the command that starts one")
         if self.transport not in TRANSPORTS:
             raise LaunchError(
@@ -302,6 +310,8 @@ def start_instances(config: LaunchConfig, indices: list[int] | None = None) -> l
             output = config.output_dir / f"game_{instance.index}.log"
             if config.cluster is not None:
                 config.cluster.start(instance, config, output)
+            elif config.external:
+                continue  # a person starts it
             elif config.forks_games and config.fork_main is not None:
                 instance.start_forked(config.fork_main, config.arguments(instance.index), output)
             else:
@@ -321,7 +331,17 @@ def connect_instances(instances: list[GameInstance], config: LaunchConfig) -> li
     :raises BridgeError: a connection or protocol fault, naming the instance.
     """
     try:
-        _accept_all(instances, time.monotonic() + config.connect_timeout)
+        try:
+            _accept_all(instances, time.monotonic() + config.connect_timeout)
+        except LaunchError:
+            if not config.external:
+                raise
+            raise LaunchError(
+                None,
+                f"no game connected to port {config.base_port} within "
+                f"{config.connect_timeout:g} s: press Play in the Godot editor while lander "
+                "waits (its Sync node connects to that port), or wait longer with --editor-wait",
+            ) from None
         for instance in instances:
             instance.send(protocol.handshake_message(config.offers_fast_wire))
             instance.send({"type": "env_info"})

@@ -17,7 +17,13 @@ from stable_baselines3.common.vec_env.base_vec_env import VecEnv, VecEnvObs, Vec
 
 from game_bridge import protocol
 from game_bridge.codecs import ActionCodec, ObservationCodec, PaddedCodec
-from game_bridge.errors import BridgeError, Interrupted, ProtocolViolation
+from game_bridge.errors import (
+    BridgeError,
+    GameStopped,
+    InstanceDied,
+    Interrupted,
+    ProtocolViolation,
+)
 from game_bridge.instance import GameInstance
 from game_bridge.launcher import LaunchConfig, close_instances, discard_output, launch_instances
 from game_bridge.spaces import EnvInfo
@@ -75,7 +81,8 @@ class GameVecEnv(VecEnv):
         launched: tuple[list[GameInstance], list[EnvInfo]] | None = None,
     ) -> None:
         self.config = config
-        self.max_restarts_per_minute = max_restarts_per_minute
+        # Nobody would answer a restart of a game a person started.
+        self.max_restarts_per_minute = 0 if config.external else max_restarts_per_minute
         self.restarts: list[Restart] = []
         self.port_moves: list[tuple[int, int, int]] = []  # (instance, old port, new port)
         self._send_faults: dict[int, BridgeError] = {}
@@ -146,14 +153,20 @@ class GameVecEnv(VecEnv):
 
     def reset(self) -> VecEnvObs:
         """Reset every game (each resets all its agents)."""
-        for instance in self.instances:
-            instance.send({"type": "reset"})
         parts = []
-        for instance in self.instances:
-            reply = instance.receive("reset")
-            parts.append(
-                self.obs_codec.decode(reply.get("obs"), self.agents_per_instance, instance.index)
-            )
+        try:
+            for instance in self.instances:
+                instance.send({"type": "reset"})
+            for instance in self.instances:
+                reply = instance.receive("reset")
+                parts.append(
+                    self.obs_codec.decode(
+                        reply.get("obs"), self.agents_per_instance, instance.index
+                    )
+                )
+        except BridgeError as exc:
+            self._raise_if_stopped(exc)
+            raise
         self._reset_seeds()
         self._reset_options()
         return self._to_vec_obs(parts)
@@ -184,6 +197,7 @@ class GameVecEnv(VecEnv):
             try:
                 instance.send_bytes(frame)
             except BridgeError as exc:
+                self._raise_if_stopped(exc)
                 if not self.max_restarts_per_minute or isinstance(exc, Interrupted):
                     raise
                 self._send_faults[instance.index] = exc  # handled in step_wait
@@ -318,6 +332,7 @@ class GameVecEnv(VecEnv):
                 decoded, reward, done, info = self._read_step(instance)
                 _check_finite(instance, decoded, reward)
             except BridgeError as exc:
+                self._raise_if_stopped(exc)
                 if not self.max_restarts_per_minute or isinstance(exc, Interrupted):
                     raise
                 decoded = self._restart(index, exc)
@@ -331,6 +346,17 @@ class GameVecEnv(VecEnv):
             parts.append(decoded)
             self._last_parts[index] = decoded
         return self._to_vec_obs(parts), rewards, dones, infos
+
+    def _raise_if_stopped(self, fault: BridgeError) -> None:
+        """A game a person started that closed its connection was stopped by them: the
+        run ends in order (never a restart, which nobody would answer).
+
+        :raises GameStopped: so.
+        """
+        if self.config.external and isinstance(fault, InstanceDied):
+            raise GameStopped(
+                fault.instance, f"the game was stopped (it closed its connection: {fault.detail})"
+            ) from None
 
     def _restart_infos(self, index: int, fault: BridgeError) -> list[dict[str, Any]]:
         """The episodes a restart cut short end as truncated, bootstrapped from the last observation."""

@@ -34,7 +34,10 @@ DEFAULT_GAME = BUNDLED_GAMES[0]
 """The game a run plays when it names none."""
 GYM_PREFIX = "gym:"
 """``gym:ENV_ID`` names any installed Gymnasium environment as a game (``games/gym/``)."""
-GAME_NAMES = f"{'|'.join(BUNDLED_GAMES)}|{GYM_PREFIX}ENV_ID"
+EDITOR_GAME = "editor"
+"""``--game editor``: no game is launched; the run waits for the one a person starts in the
+Godot editor (its ``Sync`` node connects to the trainer's port when the scene plays)."""
+GAME_NAMES = f"{'|'.join(BUNDLED_GAMES)}|{GYM_PREFIX}ENV_ID|{EDITOR_GAME}"
 """What ``--game`` may name, for help and errors."""
 
 
@@ -49,8 +52,10 @@ from elsewhere must not import code."""
 
 
 def is_game_name(name: str) -> bool:
-    """True for a bundled game's name or ``gym:ENV_ID`` (whether the id exists is
-    :func:`game_entry`'s to say)."""
+    """True for a bundled game's name, ``gym:ENV_ID`` (whether the id exists is
+    :func:`game_entry`'s to say) or the game in the editor."""
+    if name == EDITOR_GAME:
+        return True
     if name.startswith(GYM_PREFIX):
         return _GYM_ID.fullmatch(name[len(GYM_PREFIX) :]) is not None
     return name in BUNDLED_GAMES
@@ -71,6 +76,11 @@ def game_entry(name: str) -> GameEntry:
         except UnsupportedEnv as exc:
             raise UnknownGame(str(exc)) from None
         return gym_entry
+    if name == EDITOR_GAME:
+        raise UnknownGame(
+            "the game in the Godot editor is not one lander ships: it is known only through "
+            "the protocol (train or evaluate it with --game editor)"
+        )
     if not is_game_name(name):
         raise UnknownGame(
             f"the bundled games are {', '.join(BUNDLED_GAMES)} (or {GYM_PREFIX}ENV_ID for a "

@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from cli.common.console import console, fail, how
 from cli.common.paths import remembered_game_bin
@@ -19,8 +19,9 @@ from cli.results.records import committed_champions
 from game_bridge.bot_runner import BotRunner
 from game_bridge.errors import LanderError
 from game_bridge.file_input import not_a_file
+from game_bridge.launcher import LaunchConfig
 from game_bridge.protocol import DEFAULT_PORT
-from games import DEFAULT_GAME, game_entry
+from games import DEFAULT_GAME, EDITOR_GAME, game_entry
 from games.spec import PlayOptions
 from training.bots.run_bots import (
     EvalTarget,
@@ -33,6 +34,8 @@ from training.bots.run_bots import (
     replay_launch_config,
     run_target,
 )
+from training.config import TrainConfig, apply_overrides, check_config
+from training.envs.game_launch import launch_config
 from training.errors import program_name
 from training.evaluation.records import game_name, record_evaluation
 from training.evaluation.scoring import evaluate_in_process, game_settings, normalized_score
@@ -147,12 +150,19 @@ def evaluate_and_report(
     publish: bool = False,
     game: str = DEFAULT_GAME,
     transport: str | None = None,
+    game_project: Path | None = None,
 ) -> None:
     """``lander eval``: print the one-line score and record it where this checkout may
     write (``training.evaluation.records``); a record in the run's committed files is
     committed and pushed with the run's other files."""
     if episodes < 1:
         fail(f"--episodes must be at least 1, got {episodes}")
+    godot = game == EDITOR_GAME or game_project is not None
+    if godot and (policy != "model" or game_bin is not None):
+        fail(
+            "a Godot game (--game editor, --game-project) evaluates a run or a bot: drop "
+            "--game-bin and --policy random|reference"
+        )
     if policy in ("random", "reference"):
         _baseline(policy, episodes, seed, game_bin, port, game, transport)
         return
@@ -163,13 +173,16 @@ def evaluate_and_report(
     chosen = _target(root, target)
     if game_bin is None and chosen.game_bin is None:
         game_bin = checkout_game_for(root, chosen.trained)
-    result = evaluate_target(chosen, episodes, game_bin, port, seed, transport)
+    launch = godot_launch(root, chosen.trained, game, game_project, port, seed) if godot else None
+    result = evaluate_target(chosen, episodes, game_bin, port, seed, transport, launch)
     if not math.isfinite(result.mean_reward):
         fail(
             f"the evaluation scored {result.mean_reward}: the bot's actions are not numbers; nothing recorded"
         )
     console.print(result.line())
     game = game_name(chosen.trained, game_bin)
+    if godot:
+        game = EDITOR_GAME if game_project is None else game_project.resolve().name
     champion = committed_champions(root).get(game)
     recorded = record_evaluation(
         root, chosen.run, chosen.timesteps, chosen.bot, result, current_commit(root), game, publish
@@ -191,6 +204,39 @@ def evaluate_and_report(
         console.print(f"[green]new champion on {game}[/] ({chosen.bot})")
     if chosen.run and in_git(RunPaths(root, chosen.run)):
         publish_files(root, [str(where)], f"{chosen.run}: evaluation on {game} ({result.line()})")
+
+
+def godot_launch(
+    root: Path,
+    trained: dict[str, Any],
+    game: str,
+    game_project: Path | None,
+    port: int,
+    seed: int,
+) -> LaunchConfig:
+    """The Godot game ``lander eval`` plays a bot on: the one a person starts in the editor
+    (waiting on ``port``, said once), or ``game_project`` run from source by the engine,
+    with the settings the bot trained with."""
+    settings: dict[str, Any] = {"n_parallel": 1, "port": port, "seed": seed, "game": game}
+    if game_project is not None:
+        agents = (trained.get("game_args") or {}).get("agents") or trained.get(
+            "agents_per_instance"
+        )
+        settings.update(
+            game=DEFAULT_GAME,
+            game_project=str(game_project.resolve()),
+            speedup=trained.get("speedup"),
+            action_repeat=trained.get("action_repeat"),
+            agents_per_instance=int(agents or 1),
+        )
+    config = check_config(apply_overrides(TrainConfig(), settings, "lander eval"))
+    launch = launch_config(config, build_root=root / "build")
+    if launch.external:
+        console.print(
+            f"[bold]waiting on port {port} for the game: press Play in the Godot editor[/] "
+            f"(giving up after {launch.connect_timeout:g} s)"
+        )
+    return launch
 
 
 def play_and_report(

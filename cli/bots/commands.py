@@ -18,7 +18,7 @@ from cli.common.options import (
 from cli.common.paths import project_root
 from game_bridge import TRANSPORTS
 from game_bridge.protocol import DEFAULT_PORT
-from games import BUNDLED_GAMES, DEFAULT_GAME, game_entry
+from games import BUNDLED_GAMES, DEFAULT_GAME, EDITOR_GAME, game_entry
 
 
 def export(
@@ -60,14 +60,23 @@ def evaluate(
         str, typer.Option(help="model (the target), random or reference (baselines).")
     ] = "model",
     game_bin: flags.GameBin = None,
+    game_project: Annotated[
+        Path | None,
+        typer.Option(
+            help="A Godot project folder to evaluate on: the engine runs it headless from "
+            "source (lander setup fetches the engine)."
+        ),
+    ] = None,
     port: Annotated[
-        int, typer.Option(help="Base TCP port when evaluating through --game-bin.")
+        int,
+        typer.Option(help="Base TCP port when evaluating through a game (--game-bin, editor)."),
     ] = DEFAULT_PORT,
     seed: Annotated[int, typer.Option(help="Seed of the evaluation episodes.")] = 1000,
     game: Annotated[
         str,
         game_option(
-            "The bundled game --policy random|reference plays (a bot knows its own) "
+            "The bundled game --policy random|reference plays (a bot knows its own); "
+            f"{EDITOR_GAME}: wait on --port for the game a person starts in the Godot editor "
             f"[default: {DEFAULT_GAME}]."
         ),
     ] = DEFAULT_GAME,
@@ -97,8 +106,9 @@ def evaluate(
     if transport is not None and transport not in TRANSPORTS:
         fail(f"--transport must be one of {', '.join(TRANSPORTS)}, got {transport!r}")
     evaluate_and_report(
-        project_root(), target, episodes, policy, game_bin, port, seed, publish, game, transport
-    )
+        project_root(), target, episodes, policy, game_bin, port, seed, publish, game, transport,
+        game_project,
+    )  # fmt: skip
 
 
 def play(

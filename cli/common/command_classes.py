@@ -21,7 +21,7 @@ from game_bridge.errors import LanderError
 OWN_OPTIONS = "Options"
 """The panel of a command's options that name no panel of their own."""
 PANEL_ORDER = (
-    OWN_OPTIONS, "Run", "Games", "Cluster", "PPO", "Exploration", "Self-play", "Evaluation",
+    OWN_OPTIONS, "Run", "Games", "Godot", "Cluster", "PPO", "Exploration", "Self-play", "Evaluation",
 )  # fmt: skip
 """Panels shown first, in this order; any other follows in the order it is first declared."""
 RAW_ARGS = "lander.raw_args"

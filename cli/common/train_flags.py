@@ -93,9 +93,14 @@ def game_defaults_shown(args: list[str]) -> dict[str, str]:
     }
 
 
+ENGINE_ARG = "engine_arg"  # the option of the ``engine_args`` setting: one argument per use
+_REPEATED = {"game_args": GAME_ARG, "engine_args": ENGINE_ARG}
+"""Settings given once per item, by the singular option that gives each."""
+
+
 def option_name(setting: str) -> str:
     """The command-line spelling of a setting (``n_parallel`` -> ``--n-parallel``)."""
-    return "--" + (GAME_ARG if setting == "game_args" else setting).replace("_", "-")
+    return "--" + _REPEATED.get(setting, setting).replace("_", "-")
 
 
 def _parameter(item: Field[Any]) -> inspect.Parameter:
@@ -103,10 +108,11 @@ def _parameter(item: Field[Any]) -> inspect.Parameter:
     help_text, flag = item.metadata["help"], option_name(item.name)
     panel = item.metadata["panel"]
     base = _base_type(item.name)
-    if item.name == "game_args":
-        option = typer.Option(flag, metavar="KEY=VALUE", help=help_text, rich_help_panel=panel)
+    if item.name in _REPEATED:
+        each = "KEY=VALUE" if item.name == "game_args" else "ARG"
+        option = typer.Option(flag, metavar=each, help=help_text, rich_help_panel=panel)
         return inspect.Parameter(
-            GAME_ARG, inspect.Parameter.KEYWORD_ONLY, default=None,
+            _REPEATED[item.name], inspect.Parameter.KEYWORD_ONLY, default=None,
             annotation=Annotated[list[str] | None, option],
         )  # fmt: skip
     help_text += f" [default: {_shown_default(item)}]"
@@ -180,7 +186,13 @@ def collect_settings(**given: Any) -> dict[str, Any]:
     if settings.get(GAME_ARG):
         settings["game_args"] = parse_game_args(settings.pop(GAME_ARG))
     settings.pop(GAME_ARG, None)
-    for name in ("game_bin", "opponent"):  # a path from any folder names the same file later
+    if ENGINE_ARG in settings:
+        settings["engine_args"] = list(settings.pop(ENGINE_ARG))
+    for name in (
+        "game_bin",
+        "opponent",
+        "game_project",
+    ):  # a path from any folder names the same file later
         if name not in settings:
             continue
         try:
@@ -199,6 +211,8 @@ def settings_argv(settings: dict[str, Any]) -> list[str]:
         if name == "game_args":
             for key, item in value.items():
                 argv += [flag, f"{key}={item}"]
+        elif name == "engine_args":
+            argv += [f"{flag}={item}" for item in value]
         elif isinstance(value, bool):
             argv.append(flag if value else f"--no-{flag.removeprefix('--')}")
         else:

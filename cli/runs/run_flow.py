@@ -34,6 +34,7 @@ from cli.results.git_sync import (
 from cli.results.publishing import in_git, publish_files
 from cli.results.records import committed_champions
 from cli.runs.trainer_lock import TrainerLock
+from games import EDITOR_GAME
 from training.bots.run_bots import evaluate_target, export_run, export_sides, run_target
 from training.errors import ExportError
 from training.evaluation.records import game_name, record_evaluation
@@ -294,6 +295,15 @@ def finish_run(paths: RunPaths, outcome: TrainOutcome) -> None:
         return
     if outcome.record.config.game_url is not None:
         return  # an OpenEnv server: evaluated during the run (--eval-every), not after it
+    config = outcome.record.config
+    if config.game_project is not None or config.game == EDITOR_GAME:
+        where = (
+            f"--game-project {config.game_project}"
+            if config.game_project is not None
+            else f"--game {EDITOR_GAME} (and press Play)"
+        )
+        console.print("evaluate it on this game with: " + how(f"eval {run} {where}"))
+        return
     target = run_target(paths)
     evaluation = evaluate_target(
         target, outcome.record.config.eval_episodes, None, outcome.record.config.port

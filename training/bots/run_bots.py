@@ -15,7 +15,7 @@ from rich.console import Console
 
 from game_bridge.bot_runner import BotFormatError, BotRunner
 from game_bridge.launcher import LaunchConfig, game_command
-from games import DEFAULT_GAME
+from games import DEFAULT_GAME, EDITOR_GAME
 from training.config import ConfigError, TrainConfig, apply_overrides, check_config
 from training.errors import ExportError, GameNotGiven, game_not_given
 from training.evaluation.ratings import LEARNER
@@ -43,6 +43,7 @@ def trained_with(config: TrainConfig) -> dict[str, Any]:
         "game": config.game,
         "game_bin": config.game_bin,
         "game_url": config.game_url,
+        "game_project": config.game_project,
         "transport": config.game_transport,
         "game_args": dict(config.game_args),
         "action_repeat": config.action_repeat,
@@ -55,6 +56,7 @@ BOT_SETTINGS = (
     "game",
     "game_bin",
     "game_url",
+    "game_project",
     "transport",
     "game_args",
     "action_repeat",
@@ -84,6 +86,8 @@ def checked_trained_with(raw: object) -> dict[str, Any]:
             "the bot's trained_with is not one lander wrote: game_args must map names to text"
         )
     given = {name: raw[name] for name in BOT_SETTINGS if raw.get(name) is not None}
+    if given.get("game") == EDITOR_GAME:
+        given["n_parallel"] = 1  # as its run was: the one game a person ran
     try:
         check_config(apply_overrides(TrainConfig(), given, "the bot's trained_with"))
     except ConfigError as exc:
@@ -297,13 +301,24 @@ def evaluate_target(
     port: int,
     seed: int = 1000,
     transport: str | None = None,
+    launch: LaunchConfig | None = None,
 ) -> EvalResult:
     """Evaluate on the bundled game in-process, or on ``game_bin`` (else the game this
     checkout trained the run on) through the bridge, over ``transport`` (else the one the
     bot trained with).
 
+    :param launch: the game to evaluate on, set up by the caller (the game in the editor,
+        a Godot project), instead of any of the above.
     :raises GameNotGiven: the bot trained on a game program that nobody named here.
     """
+    from game_bridge.vec_env import GameVecEnv
+
+    if launch is not None:
+        env = GameVecEnv(launch)
+        try:
+            return evaluate_through_bridge(target.policy, env, episodes)
+        finally:
+            env.close()
     url = target.trained.get("game_url")
     if url is not None:
         raise GameNotGiven(
@@ -315,9 +330,16 @@ def evaluate_target(
     named = target.trained.get("game_bin")
     if chosen is None and named is not None:
         raise game_not_given(f"bot {target.run or target.bot}", str(named))
+    godot = target.trained.get("game_project") or (
+        "the Godot editor" if target.trained.get("game") == EDITOR_GAME else None
+    )
+    if chosen is None and godot is not None:
+        raise GameNotGiven(
+            f"bot {target.run or target.bot} was trained on a Godot game ({godot}): evaluate it "
+            "with --game-project PATH, or --game editor and press Play"
+        )
     if chosen is None:
         return evaluate_in_process(target.policy, episodes, seed, bundled_settings(target.trained))
-    from game_bridge.vec_env import GameVecEnv
 
     game_args = target.trained.get("game_args") or {}
     agents = int(game_args.get("agents", target.trained.get("agents_per_instance") or 1))

@@ -11,6 +11,7 @@ from game_bridge.spaces import agents_beyond_memory
 from games import (
     BUNDLED_GAMES,
     DEFAULT_GAME,
+    EDITOR_GAME,
     GAME_NAMES,
     GYM_PREFIX,
     UnknownGame,
@@ -83,6 +84,7 @@ def check_config(config: TrainConfig) -> TrainConfig:
         raise ConfigError(
             f"--game {config.game} names a bundled game and --game-bin another: give one"
         )
+    _check_godot(config)
     if config.cluster is not None and config.game_transport == "stdio":
         raise ConfigError("stdio games run on the trainer's machine: --cluster needs tcp")
     if config.port > 65535 - config.n_parallel:
@@ -90,6 +92,53 @@ def check_config(config: TrainConfig) -> TrainConfig:
             f"port must leave room for {config.n_parallel} instances below 65536, got {config.port}"
         )
     return config
+
+
+def _check_godot(config: TrainConfig) -> None:
+    """The Godot ways (the editor, a project from source or its training build), each
+    refused in one line where it meets a setting it cannot take."""
+    if config.game_project is not None:
+        other = "--game-bin" if config.game_bin else "--game-url" if config.game_url else None
+        if other is None and config.game != DEFAULT_GAME:
+            other = f"--game {config.game}"
+        if other is not None:
+            raise ConfigError(f"--game-project names the game and {other} another: give one")
+        if config.cluster is not None:
+            raise ConfigError(
+                "--game-project runs the engine on this machine: for --cluster, give each node "
+                "the exported game with --game-bin"
+            )
+        if config.export_preset is not None and config.scene is not None:
+            raise ConfigError(
+                "--scene runs the project from source; an exported build cannot be pointed at "
+                "another scene: select the training scene in the preset (custom_features)"
+            )
+    else:
+        named: dict[str, object] = {
+            "--scene": config.scene,
+            "--engine-arg": config.engine_args,
+            "--export-preset": config.export_preset,
+        }
+        for flag, value in named.items():
+            if value:
+                raise ConfigError(f"{flag} applies to a Godot project: add --game-project PATH")
+    if config.game != EDITOR_GAME:
+        return
+    refused = {
+        "--n-parallel above 1 (the editor runs one game)": config.n_parallel != 1,
+        "--speedup (the scene's own applies)": config.speedup is not None,
+        "--action-repeat (the scene's own applies)": config.action_repeat is not None,
+        "--cluster": config.cluster is not None,
+        "--in-process": config.in_process,
+        "--transport stdio": config.game_transport != "tcp",
+        "--game-bin": config.game_bin is not None,
+        "--game-url": config.game_url is not None,
+        "--game-arg (the editor's game gets no arguments)": bool(config.game_args),
+        "--eval-every (the editor runs one game, the one that trains)": bool(config.eval_every),
+    }
+    for what, given in refused.items():
+        if given:
+            raise ConfigError(f"--game {EDITOR_GAME} with {what}: drop it")
 
 
 def _check_memory(config: TrainConfig) -> None:

@@ -29,6 +29,7 @@ def _check_type(name: str, value: Any, source: str) -> Any:
         "bool": isinstance(value, bool),
         "str": isinstance(value, str),
         "dict[str, str]": isinstance(value, dict),
+        "list[str]": isinstance(value, list) and all(isinstance(v, str) for v in value),
     }.get(base, True)
     if not ok:
         raise ConfigError(f"{source}: {name} must be {kind}, got {value!r}")
@@ -36,6 +37,8 @@ def _check_type(name: str, value: Any, source: str) -> Any:
         return float(value)
     if base == "dict[str, str]":
         return {str(k): str(v) for k, v in value.items()}
+    if base == "list[str]":
+        return list(value)
     return value
 
 
@@ -52,7 +55,11 @@ def apply_overrides(base: TrainConfig, overrides: dict[str, Any], source: str) -
     # A shallow copy, its dicts copied (asdict's deep copy was most of what reading a run
     # record cost: status reads hundreds).
     current = {
-        name: dict(value) if isinstance(value, dict) else value
+        name: dict(value)
+        if isinstance(value, dict)
+        else list(value)
+        if isinstance(value, list)
+        else value
         for name in FIELD_NAMES
         for value in (getattr(base, name),)
     }

@@ -13,7 +13,7 @@ from typing import Any
 from game_bridge import TRANSPORTS
 from game_bridge.frame_stack import MAX_FRAMES
 from game_bridge.protocol import DEFAULT_PORT
-from games import DEFAULT_GAME, GYM_PREFIX, REGISTRY, game_entry
+from games import DEFAULT_GAME, EDITOR_GAME, GYM_PREFIX, REGISTRY, game_entry
 from training.config.declare import (
     CAMERA_ENCODERS,
     MAX_ACTION_REPEAT,
@@ -77,7 +77,8 @@ class TrainConfig:
         help="The bundled game (a folder of games/): "
         + "; ".join(f"{name}: {summary}" for name, summary in REGISTRY.items())
         + f"; or {GYM_PREFIX}ENV_ID, any installed Gymnasium environment (--game-arg KEY=VALUE "
-        "are its keyword arguments).",
+        f"are its keyword arguments); or {EDITOR_GAME}: wait for the game a person starts in "
+        "the Godot editor (press Play).",
         panel="Games",
     )
     game_bin: str | None = setting(
@@ -85,6 +86,38 @@ class TrainConfig:
         help="A game executable speaking the Godot RL Agents protocol (instead of --game).",
         shown="the bundled game",
         panel="Games",
+    )
+    game_project: str | None = setting(
+        None,
+        help="A Godot project folder (with project.godot): each instance is the engine on "
+        "it, headless, with the plugin's arguments (instead of --game).",
+        shown="none",
+        panel="Godot",
+    )
+    scene: str | None = setting(
+        None,
+        help="With --game-project: the scene to run (res://training.tscn).",
+        shown="the project's main scene",
+        panel="Godot",
+    )
+    engine_args: list[str] = setting(
+        help="With --game-project: an argument for the engine itself, before the plugin's "
+        "(repeatable: --engine-arg=--verbose).",
+        factory=list,
+        panel="Godot",
+    )
+    export_preset: str | None = setting(
+        None,
+        help="With --game-project: train a build exported from this preset of "
+        "export_presets.cfg, exported again whenever the project's tracked files change.",
+        shown="none: from source",
+        panel="Godot",
+    )
+    editor_wait: float = setting(
+        300.0,
+        help="With --game editor: seconds to wait for the game a person starts in the editor.",
+        low=1.0,
+        panel="Godot",
     )
     transport: str | None = setting(
         None,
@@ -524,12 +557,18 @@ class TrainConfig:
             return self.transport
         if self.game_url is not None:
             return "openenv"
-        return "tcp" if self.game_bin is not None else game_entry(self.game).transport
+        if self.game_bin is not None or self.game_project is not None or self.game == EDITOR_GAME:
+            return "tcp"
+        return game_entry(self.game).transport
 
     @property
     def own_game(self) -> str | None:
-        """The user's game (``--game-bin`` or ``--game-url``), None for a bundled one."""
-        return self.game_bin if self.game_bin is not None else self.game_url
+        """The user's game (``--game-bin``, ``--game-url``, ``--game-project`` or the game in
+        the editor), None for a bundled one."""
+        for own in (self.game_bin, self.game_url, self.game_project):
+            if own is not None:
+                return own
+        return EDITOR_GAME if self.game == EDITOR_GAME else None
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict of every setting."""

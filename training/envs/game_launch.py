@@ -23,8 +23,9 @@ from game_bridge.launcher import (
     start_instances,
 )
 from game_bridge.spaces import EnvInfo
-from games import launch_settings
+from games import EDITOR_GAME, launch_settings
 from training.config import MAX_SETTINGS_BYTES, ConfigError, TrainConfig
+from training.envs.godot_games import godot_game
 
 
 def game_launch(game: str, game_bin: str | Path | None) -> dict[str, Any]:
@@ -36,8 +37,15 @@ def game_launch(game: str, game_bin: str | Path | None) -> dict[str, Any]:
     return {"command": game_command(game_bin)} if game_bin is not None else launch_settings(game)
 
 
-def launch_config(config: TrainConfig, output_dir: Path | None = None) -> LaunchConfig:
-    """The bridge's launch settings for a run's configuration."""
+def launch_config(
+    config: TrainConfig, output_dir: Path | None = None, build_root: Path | None = None
+) -> LaunchConfig:
+    """The bridge's launch settings for a run's configuration.
+
+    :param build_root: the checkout's ``build/``, where a Godot project's training build
+        goes (the project's resolution is kept for the process: later calls may omit it).
+    :raises GodotProjectError, GodotEngineError: a Godot project that cannot be run.
+    """
     common: dict[str, Any] = {
         "n_instances": config.n_parallel,
         "seed": config.seed,
@@ -52,7 +60,19 @@ def launch_config(config: TrainConfig, output_dir: Path | None = None) -> Launch
             schema_override=openenv_override(config.openenv_schema),
             **common,
         )
+    if config.game == EDITOR_GAME:
+        return LaunchConfig(
+            external=True,
+            base_port=config.port,
+            connect_timeout=config.editor_wait,
+            **{**common, "n_instances": 1},
+        )
     game_args = {"agents": str(config.agents_per_instance), **config.game_args}
+    if config.game_project is not None:
+        godot = godot_game(config, build_root or Path.cwd() / "build")
+        launch: dict[str, Any] = {"command": list(godot.command)}
+    else:
+        launch = game_launch(config.game, config.game_bin)
     cluster = None
     if config.cluster is not None:
         from game_bridge.cluster import GameCluster  # Ray: only when a cluster is asked for
@@ -60,7 +80,7 @@ def launch_config(config: TrainConfig, output_dir: Path | None = None) -> Launch
         cluster = GameCluster(config.cluster, config.instances_per_node)
     return LaunchConfig(
         cluster=cluster,
-        **game_launch(config.game, config.game_bin),
+        **launch,
         transport=config.game_transport,
         base_port=config.port,
         speedup=config.speedup,

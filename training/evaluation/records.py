@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from game_bridge.file_input import read_bounded
-from games import DEFAULT_GAME, game_entry
+from games import DEFAULT_GAME, EDITOR_GAME, game_entry
 from training.runs.local_state import checkout_id, local_evaluations_path
 from training.runs.run_paths import RunPaths
 from training.runs.run_record import RunRecord, now_iso
@@ -43,6 +43,10 @@ def game_name(trained: dict[str, Any], game_bin: str | Path | None = None) -> st
         return Path(str(chosen)).name
     if trained.get("game_url"):  # an OpenEnv server: its address names it
         return str(trained["game_url"])
+    if trained.get("game_project"):  # a Godot project: its folder names it
+        return Path(str(trained["game_project"])).name
+    if trained.get("game") == EDITOR_GAME:
+        return EDITOR_GAME
     return game_entry(trained.get("game") or DEFAULT_GAME).record_name(
         trained.get("game_args") or {}
     )

@@ -143,6 +143,9 @@ class RunExtras:
         spaces (``game_layout`` is the run's own side's), for their bots' exports.
     :param demos: the demonstrations the run's policy was cloned from (each file's path,
         hash, episodes and steps) and what the cloning did (``training.demos.behaviour_cloning``).
+    :param godot: what a Godot run trained against: the editor, the project's source at a
+        commit, or a training build made from one, with the engine and its version
+        (``training.envs.godot_games``).
     :param other: keys this version does not know (a newer lander's), kept as read.
     """
 
@@ -162,6 +165,7 @@ class RunExtras:
     self_play: dict[str, Any] | None = None
     side_layouts: dict[str, Any] | None = None
     demos: dict[str, Any] | None = None
+    godot: dict[str, Any] | None = None
     other: dict[str, Any] = field(default_factory=dict)
     legacy_git: bool | None = field(default=None, repr=False)
     """``extra.git`` of a record written before ``.git/info/exclude`` alone said whether
@@ -228,6 +232,7 @@ _EXTRA_KINDS = {
     "sweep": _object_or_none,
     "curriculum": _object_or_none,
     "trained_on": _object_or_none,
+    "godot": _object_or_none,
     "self_play": _self_play_pool,
     "side_layouts": _object_or_none,
     "demos": _object_or_none,

@@ -11,7 +11,7 @@ from typing import Any
 
 from rich.console import Console
 
-from games import BUNDLED_GAMES, game_entry
+from games import BUNDLED_GAMES, EDITOR_GAME, game_entry
 from training.bots.run_bots import trained_with
 from training.config import (
     CONTINUOUS_PICTURE_DEFAULTS,
@@ -142,6 +142,8 @@ def game_defaults(config: TrainConfig) -> dict[str, Any]:
     on games nobody here drew); for a ``gym:`` game that sends pictures, the defaults for
     pictures (and for continuous actions from pictures where it acts so); none for a game
     binary or server, which is another game."""
+    if config.game == EDITOR_GAME:
+        return {"n_parallel": 1}  # one game, the one a person runs
     if config.own_game is not None:
         return {}
     entry = game_entry(config.game)

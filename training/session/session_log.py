@@ -49,6 +49,8 @@ def session_banner(plan: TrainPlan, request: TrainRequest, model: PPO) -> str:
     """The session's first line: what it trains, on what, for how long, with what."""
     config = plan.config
     game = Path(config.game_bin).name if config.game_bin else config.game
+    if config.game_project is not None:
+        game = Path(config.game_project).name
     if config.in_process:
         where = f"in-process {gym_env_id(config.game)}"
     elif config.game_transport == "stdio":

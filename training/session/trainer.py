@@ -28,7 +28,7 @@ from stable_baselines3.common.callbacks import BaseCallback
 from stable_baselines3.common.vec_env import VecEnv
 from threadpoolctl import threadpool_limits
 
-from game_bridge.errors import BridgeError, Interrupted
+from game_bridge.errors import BridgeError, GameStopped, Interrupted
 from training.bots.run_bots import trained_with
 from training.config import TrainConfig
 from training.demos.behaviour_cloning import CloneReport, clone_behaviour
@@ -40,6 +40,7 @@ from training.envs.environments import (
     wrapped_env,
 )
 from training.envs.game_monitor import GameMonitor
+from training.envs.godot_games import describe_origin, godot_game, trained_against
 from training.envs.sides import SelfPlayEnv
 from training.evaluation.scoring import EvalResult, game_settings
 from training.runs.checkpoints import (
@@ -276,8 +277,16 @@ class TrainingSession:
                 "cloning": self.cloned.to_dict(),
             }
         self.note_placements()
+        godot = (
+            godot_game(self.config, self.paths.root / "build")
+            if self.config.game_project is not None
+            else None
+        )
+        self.record.extra.godot = trained_against(self.config, godot)
         self.record.save(self.paths.run_json)
         self.say(session_banner(self.plan, self.request, self.model))
+        if self.record.extra.godot is not None:
+            self.say(f"trains against {describe_origin(self.record.extra.godot)}")
         if self.cloned is not None:
             self.say(self.cloned.line())
         if self.agents_note is not None:
@@ -348,6 +357,10 @@ class TrainingSession:
             )
         except Interrupted:
             pass  # the stop requested by the signal, see note_stop
+        except GameStopped as exc:
+            # The person stopped the game in the editor: the run's end, done in order.
+            self.status, self.exit_code = "interrupted", 0
+            self.say(f"{exc.detail}: the run ends here")
         except BridgeError as exc:
             self.status, self.error, self.exit_code = "failed", f"a game failed: {exc}", 1
         except CheckpointError as exc:
