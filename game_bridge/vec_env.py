@@ -355,7 +355,7 @@ class GameVecEnv(VecEnv):
         """
         if self.config.external and isinstance(fault, InstanceDied):
             raise GameStopped(
-                fault.instance, f"the game was stopped (it closed its connection: {fault.detail})"
+                fault.instance, "the game was stopped (it closed its connection)"
             ) from None
 
     def _restart_infos(self, index: int, fault: BridgeError) -> list[dict[str, Any]]:

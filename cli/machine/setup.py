@@ -24,6 +24,7 @@ from rich.table import Table
 
 from cli.common.console import console, how
 from cli.common.paths import GAME_SETTINGS_NAME, build_dir, game_binary_path, remembered_game_bin
+from cli.machine.godot_setup import GodotSetup, godot_setup
 from cli.results.git_sync import open_repo
 from cli.results.lfs import ATTRIBUTES, LfsError, enable_lfs, uses_lfs, write_attributes
 from cli.results.publishing import publish_files
@@ -83,13 +84,34 @@ def refresh_game_binary(root: Path) -> None:
         write_game_binary(root)
 
 
+GAME_CHOICES = ("game", "game_bin", "game_url", "game_project")
+"""The settings that name a run's game: one given on the command line replaces the
+remembered game."""
+
+
 def with_remembered_game(root: Path, overrides: dict[str, Any]) -> dict[str, Any]:
-    """``overrides`` plus the game ``lander setup --game-bin`` remembered, unless the
-    flags name a game already."""
-    remembered = remembered_game_bin(root)
-    if remembered is None or "game_bin" in overrides or "game" in overrides:
+    """``overrides`` plus the game ``lander setup --game-bin`` (or ``--game-project``, with
+    its scene, engine arguments and preset) remembered, unless the flags name a game."""
+    if any(name in overrides for name in GAME_CHOICES):
         return overrides
-    return {**overrides, "game_bin": remembered}
+    remembered = remembered_game_bin(root)
+    if remembered is not None:
+        return {**overrides, "game_bin": remembered}
+    project = remembered_project(root)
+    return {**project, **overrides} if project else overrides
+
+
+def remembered_project(root: Path) -> dict[str, Any]:
+    """The Godot project ``lander setup --game-project`` remembered, with its settings
+    (empty when none)."""
+    try:
+        saved = json.loads((build_dir(root) / GAME_SETTINGS_NAME).read_text())
+    except (OSError, ValueError):
+        return {}
+    if not isinstance(saved, dict) or not isinstance(saved.get("game_project"), str):
+        return {}
+    names = ("game_project", "scene", "engine_args", "export_preset")
+    return {name: saved[name] for name in names if saved.get(name) is not None}
 
 
 def remember_game_bin(root: Path, game_bin: Path) -> CheckResult:
@@ -365,8 +387,11 @@ def run_setup(
     cluster: bool = False,
     dev: bool = False,
     lfs: bool = False,
+    godot: GodotSetup | None = None,
 ) -> list[CheckResult]:
     """Run every check in order, printing each line as it completes.
+
+    :param godot: a Godot project to ready instead of a game binary (``--game-project``).
 
     :param cluster: check Ray too (the bootstrap script installed it for ``--cluster``).
     :param dev: check everything the tests need too (Ray, Playwright, and the
@@ -387,18 +412,26 @@ def run_setup(
         *([ray_check] if cluster or dev else []),
         *([playwright_check] if dev else []),
         *[partial(tool_check, tool, package) for tool, package in (TEST_TOOLS if dev else ())],
-        (lambda: remember_game_bin(root, game_bin))
-        if game_bin is not None
-        else (lambda: write_game_binary(root)),
     ]
+    if godot is None:
+        steps.append(
+            (lambda: remember_game_bin(root, game_bin))
+            if game_bin is not None
+            else (lambda: write_game_binary(root))
+        )
     results: list[CheckResult] = []
     for step in steps:
         results.append(step())
         print_result(results[-1])
-    godot = godot_check(game_bin) if game_bin is not None and results[-1].ok else None
     if godot is not None:
-        results.append(godot)
-        print_result(godot)
+        for done in godot_setup(root, godot, port):
+            results.append(CheckResult(done.name, done.ok, done.detail))
+            print_result(results[-1])
+        return results
+    imported = godot_check(game_bin) if game_bin is not None and results[-1].ok else None
+    if imported is not None:
+        results.append(imported)
+        print_result(imported)
     if all(result.ok or result.warning for result in results[-2:]):
         binary = game_bin or game_binary_path(root)
         results.append(smoke_test(binary, port))

@@ -100,7 +100,11 @@ def _given_settings(
     config = base
     if request.config_file is not None:
         config = apply_overrides(config, file_settings, f"config file {request.config_file}")
-    return check_config(apply_overrides(config, request.overrides, "flags"))
+    config = apply_overrides(config, request.overrides, "flags")
+    named = {*file_settings, *request.overrides}
+    if config.game == EDITOR_GAME and "n_parallel" not in named:
+        config = replace(config, n_parallel=1)  # one game: the one a person runs
+    return check_config(config)
 
 
 def _check_shape_kept(recorded: TrainConfig, config: TrainConfig, run: str | None) -> None:
@@ -142,8 +146,6 @@ def game_defaults(config: TrainConfig) -> dict[str, Any]:
     on games nobody here drew); for a ``gym:`` game that sends pictures, the defaults for
     pictures (and for continuous actions from pictures where it acts so); none for a game
     binary or server, which is another game."""
-    if config.game == EDITOR_GAME:
-        return {"n_parallel": 1}  # one game, the one a person runs
     if config.own_game is not None:
         return {}
     entry = game_entry(config.game)

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from stable_baselines3 import PPO
 
-from games import gym_env_id
+from games import EDITOR_GAME, gym_env_id
 from training.runs.local_state import checkout_id
 from training.runs.run_record import RunRecord, now_iso
 from training.session.planning import (
@@ -57,6 +57,8 @@ def session_banner(plan: TrainPlan, request: TrainRequest, model: PPO) -> str:
         where = f"{config.n_parallel} {game} instance(s) on stdio"
     elif config.game_url is not None:
         where = f"{config.n_parallel} session(s) of the OpenEnv server {config.game_url}"
+    elif config.game == EDITOR_GAME:
+        where = f"the game in the Godot editor on port {config.port}"
     else:
         where = f"{config.n_parallel} {game} instance(s) from port {config.port}"
     origin = (

@@ -29,6 +29,7 @@ from stable_baselines3.common.vec_env import VecEnv
 from threadpoolctl import threadpool_limits
 
 from game_bridge.errors import BridgeError, GameStopped, Interrupted
+from games import EDITOR_GAME
 from training.bots.run_bots import trained_with
 from training.config import TrainConfig
 from training.demos.behaviour_cloning import CloneReport, clone_behaviour
@@ -217,6 +218,8 @@ class TrainingSession:
         self.agents_note: str | None = None
         if declared is not None and self.config.game_url is not None:
             self.config.agents_per_instance = declared  # one agent a session: nothing to say
+        elif declared is not None and self.config.game == EDITOR_GAME:
+            self.config.agents_per_instance = declared  # the scene's own: nothing to say
         elif declared is not None and declared != self.config.agents_per_instance:
             self.agents_note = (
                 f"the game declares {declared} agent(s) per instance "
