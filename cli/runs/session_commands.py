@@ -190,6 +190,7 @@ def status(
         SHOWN_RUNS,
         champion_lines,
         cluster_lines,
+        godot_lines,
         health_lines,
         status_table,
     )
@@ -200,7 +201,8 @@ def status(
     scanned = scan_runs(root)
     console.print(status_table(root, evaluations, scanned, None if show_all else SHOWN_RUNS))
     records = scanned[0]
-    lines = [*health_lines(root, records), *cluster_lines(root, records)]
+    shown = records if show_all else records[-SHOWN_RUNS:]
+    lines = [*health_lines(root, records), *cluster_lines(root, records), *godot_lines(shown)]
     for line in [*lines, *champion_lines(root, evaluations)]:
         console.print(line)
 

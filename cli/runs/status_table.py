@@ -244,3 +244,16 @@ def cluster_lines(root: Path, records: list[RunRecord] | None = None) -> list[st
             except (TypeError, ValueError, AttributeError):
                 continue  # a damaged placement: the table already shows the run
     return lines
+
+
+def godot_lines(records: list[RunRecord]) -> list[str]:
+    """For each run that trained a Godot game: the engine and version, and from what (the
+    editor, the source at a commit, a build made from one)."""
+    from training.envs.godot_games import describe_origin
+
+    lines = []
+    for record in records:
+        origin = record.extra.godot
+        if isinstance(origin, dict):
+            lines.append(f"{record.run}: trained against {describe_origin(origin)}")
+    return lines
