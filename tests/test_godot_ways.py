@@ -108,7 +108,9 @@ def test_setup_exports_a_pack_that_trains_and_a_changed_project_is_exported_agai
 
     with open(project / "main.gd", "a") as script:
         script.write("\n# a change pulled from a teammate\n")
-    second = lander(home, "train", "b2", "--timesteps", "1024", "--port", str(port_block(2)), *QUICK)
+    second = lander(
+        home, "train", "b2", "--timesteps", "1024", "--port", str(port_block(2)), *QUICK
+    )
     assert second.returncode == 0, second.stdout + second.stderr
     assert "(the project's tracked files changed since the build)" in second.stdout
     remade = json.loads((pack.parent / "build.json").read_text())
@@ -157,7 +159,9 @@ class EditorRun:
         self.lines: list[str] = []
         assert self.process.stdout is not None
         stream = self.process.stdout
-        threading.Thread(target=lambda: self.lines.extend(iter(stream.readline, "")), daemon=True).start()
+        threading.Thread(
+            target=lambda: self.lines.extend(iter(stream.readline, "")), daemon=True
+        ).start()
 
     def said(self, text: str) -> bool:
         return any(text in line for line in self.lines)
@@ -248,7 +252,9 @@ def test_stopping_the_game_in_the_editor_ends_the_run_in_order_with_its_export_a
 def test_the_editor_way_gives_up_after_its_deadline_in_one_line(tmp_path: Path) -> None:
     wait_until(lambda: _port_free(EDITOR_PORT), 120, f"port {EDITOR_PORT} to be free")
     started = time.monotonic()
-    given_up = lander(tmp_path, "train", "lonely", "--game", "editor", "--editor-wait", "2", "--no-git")
+    given_up = lander(
+        tmp_path, "train", "lonely", "--game", "editor", "--editor-wait", "2", "--no-git"
+    )
     assert given_up.returncode == 1 and time.monotonic() - started < 120
     assert "press Play in the Godot editor" in given_up.stdout
     assert given_up.stderr.strip().count("\n") == 0 and "Traceback" not in given_up.stderr
@@ -344,7 +350,13 @@ def test_a_godot_4_export_uses_its_release_template_where_the_engine_has_one(
         engine.path, "--headless", "--path", "/p", "--export-release", "training", "/o/game.x86_64",
     ]  # fmt: skip
     older = GodotEngine("/e", "4.1.3.stable.official")
-    assert older.import_project(Path("/p"))[1:] == ["--headless", "--path", "/p", "--editor", "--quit"]
+    assert older.import_project(Path("/p"))[1:] == [
+        "--headless",
+        "--path",
+        "/p",
+        "--editor",
+        "--quit",
+    ]
     three = GodotEngine("/e", "3.5.3.stable.official")
     assert three.export(Path("/p"), "t", Path("/o/g"), pack=False)[1:] == [
         "--no-window", "--path", "/p", "--export", "t", "/o/g",
@@ -374,7 +386,7 @@ class Releases(http.server.ThreadingHTTPServer):
 class _Handler(http.server.BaseHTTPRequestHandler):
     server: Releases
 
-    def do_GET(self) -> None:  # noqa: N802 (http.server's name)
+    def do_GET(self) -> None:
         self.server.requests.append(self.path)
         name = self.path.rsplit("/", 1)[-1]
         body = self.server.files.get(name) if self.path.startswith("/4.3-stable/") else None
@@ -456,7 +468,9 @@ def test_a_wrong_checksum_or_a_cut_download_installs_nothing(
     assert [p.name for p in (tmp_path / "cache").iterdir()] == []
     releases.files[ENGINE_ZIP] = good
     releases.cut_short.add(ENGINE_ZIP)
-    with pytest.raises(GodotDownloadError, match=f"cannot download {ENGINE_ZIP} from {releases.url}"):
+    with pytest.raises(
+        GodotDownloadError, match=f"cannot download {ENGINE_ZIP} from {releases.url}"
+    ):
         install_engine(Release("4.3"))
     assert [p.name for p in (tmp_path / "cache").iterdir()] == []
     releases.cut_short.clear()
