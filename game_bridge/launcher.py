@@ -13,6 +13,7 @@ import shutil
 import socket
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -91,6 +92,8 @@ class LaunchConfig:
     :param external: nothing is launched: a person starts the game (Play in the Godot
         editor), which connects to ``base_port``; it is never restarted, and its leaving
         ends the run (:class:`~game_bridge.errors.GameStopped`).
+    :param announce: with ``external``, called once the port listens, to tell the person to
+        start the game (not before: a game that connects once would find nothing there).
     """
 
     command: list[str] = field(default_factory=list)
@@ -117,6 +120,7 @@ class LaunchConfig:
     max_episode_steps: int = 1000
     schema_override: dict[str, Any] | None = None
     external: bool = False
+    announce: Callable[[LaunchConfig], None] | None = None
 
     def __post_init__(self) -> None:
         if self.openenv and self.game_url is None:
@@ -305,6 +309,8 @@ def start_instances(config: LaunchConfig, indices: list[int] | None = None) -> l
     instances = (
         _listen_all(config, chosen) if indices is None else [_listen_one(config, i) for i in chosen]
     )
+    if config.external and config.announce is not None:
+        config.announce(config)
     try:
         for instance in instances:
             output = config.output_dir / f"game_{instance.index}.log"

@@ -44,6 +44,17 @@ def godot_project(folder: Path) -> Path:
     return folder
 
 
+def wide_lander(
+    home: Path, *args: str, env: dict[str, str] | None = None, timeout: float = 600
+) -> subprocess.CompletedProcess[str]:
+    """The CLI as :func:`tests.conftest.lander` runs it, its output read as words: rich
+    wraps a checklist line at the console's width, and a path in a temporary folder is
+    long enough to push the words a test looks for onto the next line."""
+    done = lander(home, *args, env=env, timeout=timeout)
+    done.stdout = " ".join(done.stdout.split())
+    return done
+
+
 def record(home: Path, run: str) -> RunRecord:
     return RunRecord.load(home / "checkpoints" / run / "run.json")
 
@@ -55,7 +66,7 @@ def test_a_godot_3_project_trains_from_source_with_no_launcher_script(
     project = godot_project(tmp_path / "game")
     home = tmp_path / "home"
     home.mkdir()
-    trained = lander(
+    trained = wide_lander(
         home, "train", "src", "--game-project", str(project), "--timesteps", "2048",
         "--port", str(port_block(2)), *QUICK, timeout=300,
     )  # fmt: skip
@@ -69,16 +80,24 @@ def test_a_godot_3_project_trains_from_source_with_no_launcher_script(
     assert origin["version"].startswith("3.2") and origin["commit"] == head and not origin["dirty"]
     assert f"from source at {head[:10]}" in (home / "logs" / "src" / "train.log").read_text()
     assert (home / "bots" / "src.json").is_file()
-    status = lander(home, "status")
+    status = wide_lander(home, "status")
     assert f"src: trained against Godot 3.2.3.stable on game from source at {head[:10]}" in (
         status.stdout
     )
-    again = lander(
+    again = wide_lander(
         home, "train", "src2", "--game-project", str(project), "--timesteps", "512",
         "--port", str(port_block(2)), *QUICK, timeout=300,
     )  # fmt: skip
     assert again.returncode == 0, again.stdout + again.stderr
     assert "imported" not in again.stdout, "an imported project is not imported again"
+    resumed = wide_lander(
+        home, "train", "src", "--resume", "src", "--timesteps", "512",
+        "--port", str(port_block(2)), "--no-git", timeout=300,
+    )  # fmt: skip
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    again_origin = record(home, "src").extra.godot
+    assert again_origin is not None and again_origin["way"] == "source"
+    assert again_origin["project"] == str(project) and record(home, "src").total_timesteps >= 2560
 
 
 @needs_godot3
@@ -88,7 +107,7 @@ def test_setup_exports_a_pack_that_trains_and_a_changed_project_is_exported_agai
     project = godot_project(tmp_path / "game")
     home = tmp_path / "home"
     home.mkdir()
-    setup = lander(
+    setup = wide_lander(
         home, "setup", "--game-project", str(project), "--export-preset", "training",
         "--port", str(port_block(1)), timeout=300,
     )  # fmt: skip
@@ -99,7 +118,9 @@ def test_setup_exports_a_pack_that_trains_and_a_changed_project_is_exported_agai
     head = git(project, "rev-parse", "HEAD").strip()
     assert made["commit"] == head and made["kind"] == "pack"
 
-    first = lander(home, "train", "b1", "--timesteps", "1024", "--port", str(port_block(2)), *QUICK)
+    first = wide_lander(
+        home, "train", "b1", "--timesteps", "1024", "--port", str(port_block(2)), *QUICK
+    )
     assert first.returncode == 0, first.stdout + first.stderr
     assert "exported" not in first.stdout.split("run b1")[0], "the build was current"
     origin = record(home, "b1").extra.godot
@@ -108,7 +129,7 @@ def test_setup_exports_a_pack_that_trains_and_a_changed_project_is_exported_agai
 
     with open(project / "main.gd", "a") as script:
         script.write("\n# a change pulled from a teammate\n")
-    second = lander(
+    second = wide_lander(
         home, "train", "b2", "--timesteps", "1024", "--port", str(port_block(2)), *QUICK
     )
     assert second.returncode == 0, second.stdout + second.stderr
@@ -125,7 +146,7 @@ def test_an_export_preset_the_project_lacks_is_one_line_and_no_run_starts(
     project = godot_project(tmp_path / "game")
     home = tmp_path / "home"
     home.mkdir()
-    refused = lander(
+    refused = wide_lander(
         home, "train", "nope", "--game-project", str(project), "--export-preset", "release",
         "--port", str(port_block(2)), *QUICK,
     )  # fmt: skip
@@ -219,6 +240,28 @@ def test_the_editor_way_waits_for_the_game_a_person_starts_and_trains_it(
     assert saved.status == "finished" and saved.total_timesteps >= 512
     assert saved.extra.godot == {"way": "editor", "port": EDITOR_PORT}
     assert "eval ed --game editor" in out and (home / "bots" / "ed.json").is_file()
+    # Evaluating against the editor waits the same way for the game a person starts.
+    env = {**os.environ, **GIT_IDENTITY, "LANDER_HOME": str(home)}
+    evaluation = subprocess.Popen(
+        [str(LANDER), "eval", "ed", "--game", "editor", "--episodes", "2"],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, text=True,
+        env=env,
+    )  # fmt: skip
+    said: list[str] = []
+    assert evaluation.stdout is not None
+    stream = evaluation.stdout
+    threading.Thread(target=lambda: said.extend(iter(stream.readline, "")), daemon=True).start()
+    game = None
+    try:
+        wait_until(lambda: any("press Play" in line for line in said), 120, "eval to wait")
+        game = press_play(editor_project)
+        assert evaluation.wait(timeout=240) == 0, "".join(said)
+    finally:
+        for process in (evaluation, game):
+            if process is not None and process.poll() is None:
+                process.kill()
+    assert any(line.startswith("mean_reward=") for line in said), "".join(said)
+    assert "recorded in checkpoints/ed/evaluations.jsonl" in "".join(said)
 
 
 @needs_godot3
@@ -252,14 +295,14 @@ def test_stopping_the_game_in_the_editor_ends_the_run_in_order_with_its_export_a
 def test_the_editor_way_gives_up_after_its_deadline_in_one_line(tmp_path: Path) -> None:
     wait_until(lambda: _port_free(EDITOR_PORT), 120, f"port {EDITOR_PORT} to be free")
     started = time.monotonic()
-    given_up = lander(
+    given_up = wide_lander(
         tmp_path, "train", "lonely", "--game", "editor", "--editor-wait", "2", "--no-git"
     )
     assert given_up.returncode == 1 and time.monotonic() - started < 120
     assert "press Play in the Godot editor" in given_up.stdout
     assert given_up.stderr.strip().count("\n") == 0 and "Traceback" not in given_up.stderr
     assert f"no game connected to port {EDITOR_PORT} within 2 s" in given_up.stderr
-    refused = lander(tmp_path, "train", "many", "--game", "editor", "--n-parallel", "4")
+    refused = wide_lander(tmp_path, "train", "many", "--game", "editor", "--n-parallel", "4")
     assert refused.returncode == 1 and "the editor runs one game" in refused.stderr
 
 
@@ -302,7 +345,7 @@ def test_godot_4_runs_imports_and_exports_with_its_own_command_lines(
     env = {"GODOT_BIN": str(standin_engine(tmp_path)), "STANDIN_LOG": str(log)}
     home = tmp_path / "home"
     home.mkdir()
-    source = lander(
+    source = wide_lander(
         home, "train", "four", "--game-project", str(project), "--scene", "res://main.tscn",
         "--engine-arg=--verbose", "--timesteps", "512", "--port", str(port_block(2)), *QUICK, env=env,
     )  # fmt: skip
@@ -318,7 +361,7 @@ def test_godot_4_runs_imports_and_exports_with_its_own_command_lines(
     assert record(home, "four").extra.godot["version"].startswith("4.3")  # type: ignore[index]
 
     log.unlink()
-    built = lander(
+    built = wide_lander(
         home, "train", "four-b", "--game-project", str(project), "--export-preset", "training",
         "--timesteps", "512", "--port", str(port_block(2)), *QUICK, env=env,
     )  # fmt: skip
@@ -330,7 +373,7 @@ def test_godot_4_runs_imports_and_exports_with_its_own_command_lines(
     runs = [c for c in seen if any(a.startswith("--port=") for a in c)]
     assert runs and all(c[:3] == ["--headless", "--main-pack", str(pack)] for c in runs)
 
-    broken = lander(
+    broken = wide_lander(
         home, "train", "four-x", "--game-project", str(project), "--export-preset", "broken",
         "--port", str(port_block(2)), *QUICK, env=env,
     )  # fmt: skip
@@ -403,6 +446,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
 
 
 ENGINE_ZIP = "Godot_v4.3-stable_linux.x86_64.zip"
+TEMPLATES_TPZ = "Godot_v4.3-stable_export_templates.tpz"
 
 
 @pytest.fixture
@@ -413,8 +457,17 @@ def releases(tmp_path: Path) -> Iterator[Releases]:
         info.external_attr = 0o755 << 16
         zipped.writestr(info, standin_engine(tmp_path).read_text())
     body = archive.getvalue()
-    sums = f"{hashlib.sha512(body).hexdigest()}  {ENGINE_ZIP}\n"
-    server = Releases({ENGINE_ZIP: body, "SHA512-SUMS.txt": sums.encode()})
+    templates = io.BytesIO()
+    with zipfile.ZipFile(templates, "w") as zipped:
+        zipped.writestr("templates/version.txt", "4.3.stable")
+        zipped.writestr("templates/linux_release.x86_64", "a release template")
+    sums = (
+        f"{hashlib.sha512(body).hexdigest()}  {ENGINE_ZIP}\n"
+        f"{hashlib.sha512(templates.getvalue()).hexdigest()}  {TEMPLATES_TPZ}\n"
+    )
+    server = Releases(
+        {ENGINE_ZIP: body, TEMPLATES_TPZ: templates.getvalue(), "SHA512-SUMS.txt": sums.encode()}
+    )
     threading.Thread(target=server.serve_forever, daemon=True).start()
     yield server
     server.shutdown()
@@ -436,22 +489,50 @@ def test_setup_fetches_the_projects_engine_once_checked_against_the_published_su
     env = {**_no_godot4_path(tmp_path), "STANDIN_LOG": str(tmp_path / "engine.jsonl")}
     args = ["setup", "--game-project", str(project), "--godot-mirror", releases.url,
             "--port", str(port_block(1))]  # fmt: skip
-    first = lander(home, *args, env=env, timeout=300)
+    first = wide_lander(home, *args, env=env, timeout=300)
     assert first.returncode == 0, first.stdout + first.stderr
     engine = tmp_path / "cache" / "4.3" / "godot"
-    assert engine.is_file() and f"fetched from {releases.url}" in first.stdout
+    assert engine.is_file() and f"fetched from {releases.url}" in first.stdout, first.stdout
     assert sorted(releases.requests) == sorted(
         [f"/4.3-stable/{ENGINE_ZIP}", "/4.3-stable/SHA512-SUMS.txt"]
     )
     assert not list((tmp_path / "cache").glob(".*")), "no staging left behind"
-    second = lander(home, *args, env=env, timeout=300)
+    second = wide_lander(home, *args, env=env, timeout=300)
     assert second.returncode == 0, second.stdout + second.stderr
     assert len(releases.requests) == 2, "a second setup downloads nothing"
     assert "up to date" in second.stdout and "fetched" not in second.stdout
-    trained = lander(home, "train", "f1", "--timesteps", "512", "--port", str(port_block(2)),
+    trained = wide_lander(home, "train", "f1", "--timesteps", "512", "--port", str(port_block(2)),
                      *QUICK, env=env)  # fmt: skip
     assert trained.returncode == 0, trained.stdout + trained.stderr
     assert record(home, "f1").extra.godot["engine"] == str(engine.resolve())  # type: ignore[index]
+
+
+def test_setup_fetches_the_templates_a_preset_needs_and_exports_the_whole_game(
+    tmp_path: Path, releases: Releases, port_block: Callable[[int], int]
+) -> None:
+    project = godot4_project(tmp_path / "four")
+    home = tmp_path / "home"
+    home.mkdir()
+    log = tmp_path / "engine.jsonl"
+    env = {**_no_godot4_path(tmp_path), "STANDIN_LOG": str(log)}
+    args = ["setup", "--game-project", str(project), "--export-preset", "training",
+            "--godot-mirror", releases.url, "--port", str(port_block(1))]  # fmt: skip
+    first = wide_lander(home, *args, env=env, timeout=300)
+    assert first.returncode == 0, first.stdout + first.stderr
+    templates = tmp_path / "cache" / "4.3" / "editor_data" / "export_templates" / "4.3.stable"
+    assert (templates / "linux_release.x86_64").is_file()
+    assert f"/4.3-stable/{TEMPLATES_TPZ}" in releases.requests
+    game = home / "build" / "godot" / "four-training" / "game.x86_64"
+    assert game.is_file() and "(executable, preset 'training')" in first.stdout
+    assert any("--export-release" in call for call in calls(log))
+    asked = len(releases.requests)
+    second = wide_lander(home, *args, env=env, timeout=300)
+    assert second.returncode == 0 and len(releases.requests) == asked, second.stdout
+    trained = wide_lander(home, "train", "t1", "--timesteps", "512", "--port", str(port_block(2)),
+                     *QUICK, env=env)  # fmt: skip
+    assert trained.returncode == 0, trained.stdout + trained.stderr
+    origin = record(home, "t1").extra.godot
+    assert origin is not None and origin["kind"] == "executable" and origin["build"] == str(game)
 
 
 def test_a_wrong_checksum_or_a_cut_download_installs_nothing(

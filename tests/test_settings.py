@@ -60,9 +60,13 @@ def test_help_shows_a_port_as_a_port_and_a_count_grouped() -> None:
     assert "[default: 600,000]" in shown, "step counts read grouped"
 
 
+GODOT_PROJECT = Path(__file__).resolve().parent.parent / "examples" / "godot_lander"
 NEEDS: dict[str, dict[str, str | None]] = {
     "instances_per_node": {"cluster": "10.0.0.5:6379"},
     "opponent": {"self_play": None},  # None: a flag without a value
+    "scene": {"game_project": str(GODOT_PROJECT)},
+    "engine_args": {"game_project": str(GODOT_PROJECT)},
+    "export_preset": {"game_project": str(GODOT_PROJECT)},
 }
 A_BOT = Path(__file__).resolve().parent / "fixtures" / "old_layout" / "bots" / "old1.json"
 
@@ -77,6 +81,16 @@ def _changed(item_name: str, default: Any, tmp_path: Path) -> tuple[list[str], A
         game.write_text("#!/bin/sh\n")
         game.chmod(0o755)
         return [flag, str(game)], str(game.resolve())
+    if item_name == "game_project":
+        return [flag, str(GODOT_PROJECT)], str(GODOT_PROJECT)
+    if item_name == "scene":
+        return [flag, "res://training.tscn"], "res://training.tscn"
+    if item_name == "engine_args":  # one token: the engine's own flag as the option's value
+        return [f"{flag}=--verbose"], ["--verbose"]
+    if item_name == "export_preset":
+        return [flag, "training"], "training"
+    if item_name == "editor_wait":
+        return [flag, "30"], 30.0
     if item_name == "device":
         return [flag, "cpu"], "cpu"
     if item_name == "collector":
@@ -129,7 +143,9 @@ def test_every_option_changes_the_setting_it_names(
         config = plan_training(requests[-1]).config
         assert getattr(config, item.name) == expected, item.name
         others = {f.name for f in fields(TrainConfig)} - {item.name, *needs}
-        if item.name in ("game", "game_bin", "game_url"):
+        if item.name in ("game", "game_bin", "game_url", "game_project") or needs.get(
+            "game_project"
+        ):
             others -= tuned  # another game starts from its own settings
         if item.name == "memory":  # and its own rollouts (the test after this one)
             others -= {"n_steps", "n_epochs"}
@@ -152,6 +168,9 @@ def test_a_new_run_starts_from_its_games_tuned_settings(tmp_path: Path) -> None:
     assert planned(overrides={}, config_file=config_file) == 16
     assert planned(overrides={"game": "stroke"}) == 64
     assert planned(overrides={"game_bin": "/bin/true"}) == 64
+    assert planned(overrides={"game_project": "/srv/game"}) == 64  # a Godot project: general
+    editor = plan_training(TrainRequest(tmp_path, "ed", overrides={"game": "editor"})).config
+    assert editor.n_parallel == 1 and editor.n_steps == 64  # one game, the person's
     assert TrainConfig().n_steps == 64
 
     def rate(**overrides: Any) -> float:

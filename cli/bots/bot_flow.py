@@ -35,7 +35,7 @@ from training.bots.run_bots import (
     run_target,
 )
 from training.config import TrainConfig, apply_overrides, check_config
-from training.envs.game_launch import launch_config
+from training.envs.game_launch import editor_prompt, launch_config
 from training.errors import program_name
 from training.evaluation.records import game_name, record_evaluation
 from training.evaluation.scoring import evaluate_in_process, game_settings, normalized_score
@@ -150,11 +150,15 @@ def evaluate_and_report(
     publish: bool = False,
     game: str = DEFAULT_GAME,
     transport: str | None = None,
-    game_project: Path | None = None,
+    godot_game: tuple[Path | None, float] = (None, 300.0),
 ) -> None:
     """``lander eval``: print the one-line score and record it where this checkout may
     write (``training.evaluation.records``); a record in the run's committed files is
-    committed and pushed with the run's other files."""
+    committed and pushed with the run's other files.
+
+    :param godot_game: a Godot project to play on (``--game-project``), and how long to wait
+        for the game a person starts in the editor (``--game editor``)."""
+    game_project, editor_wait = godot_game
     if episodes < 1:
         fail(f"--episodes must be at least 1, got {episodes}")
     godot = game == EDITOR_GAME or game_project is not None
@@ -173,7 +177,11 @@ def evaluate_and_report(
     chosen = _target(root, target)
     if game_bin is None and chosen.game_bin is None:
         game_bin = checkout_game_for(root, chosen.trained)
-    launch = godot_launch(root, chosen.trained, game, game_project, port, seed) if godot else None
+    launch = (
+        godot_launch(root, chosen.trained, game, game_project, (port, seed, editor_wait))
+        if godot
+        else None
+    )
     result = evaluate_target(chosen, episodes, game_bin, port, seed, transport, launch)
     if not math.isfinite(result.mean_reward):
         fail(
@@ -211,13 +219,16 @@ def godot_launch(
     trained: dict[str, Any],
     game: str,
     game_project: Path | None,
-    port: int,
-    seed: int,
+    where: tuple[int, int, float],
 ) -> LaunchConfig:
     """The Godot game ``lander eval`` plays a bot on: the one a person starts in the editor
-    (waiting on ``port``, said once), or ``game_project`` run from source by the engine,
-    with the settings the bot trained with."""
+    (waiting on the port, said once), or ``game_project`` run from source by the engine,
+    with the settings the bot trained with.
+
+    :param where: the port, the seed, and the seconds to wait for the game in the editor."""
+    port, seed, editor_wait = where
     settings: dict[str, Any] = {"n_parallel": 1, "port": port, "seed": seed, "game": game}
+    settings["editor_wait"] = editor_wait
     if game_project is not None:
         agents = (trained.get("game_args") or {}).get("agents") or trained.get(
             "agents_per_instance"
@@ -231,11 +242,7 @@ def godot_launch(
         )
     config = check_config(apply_overrides(TrainConfig(), settings, "lander eval"))
     launch = launch_config(config, build_root=root / "build")
-    if launch.external:
-        console.print(
-            f"[bold]waiting on port {port} for the game: press Play in the Godot editor[/] "
-            f"(giving up after {launch.connect_timeout:g} s)"
-        )
+    launch.announce = lambda listening: console.print(editor_prompt(listening))
     return launch
 
 

@@ -88,6 +88,10 @@ def evaluate(
             show_default=False,
         ),
     ] = None,
+    editor_wait: Annotated[
+        float,
+        typer.Option(help="With --game editor: seconds to wait for the game a person starts."),
+    ] = 300.0,
     publish: Annotated[
         bool,
         typer.Option(
@@ -107,7 +111,7 @@ def evaluate(
         fail(f"--transport must be one of {', '.join(TRANSPORTS)}, got {transport!r}")
     evaluate_and_report(
         project_root(), target, episodes, policy, game_bin, port, seed, publish, game, transport,
-        game_project,
+        (game_project, editor_wait),
     )  # fmt: skip
 
 

@@ -2,14 +2,89 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from cli.common.console import console, fail
 from cli.common.paths import project_root
 from game_bridge.protocol import DEFAULT_PORT
+
+if TYPE_CHECKING:
+    from cli.machine.godot_setup import GodotSetup
+
+GameProject = Annotated[
+    Path | None,
+    typer.Option(
+        help="A Godot project folder (with project.godot) to train from source: setup finds "
+        "or fetches the engine of its version, runs its import pass, smoke-tests it and "
+        "remembers it (instead of --game-bin).",
+        rich_help_panel="Godot",
+    ),
+]
+Scene = Annotated[
+    str | None,
+    typer.Option(help="With --game-project: the scene to run.", rich_help_panel="Godot"),
+]
+EngineArg = Annotated[
+    list[str] | None,
+    typer.Option(
+        help="With --game-project: an argument for the engine (repeatable).",
+        rich_help_panel="Godot",
+    ),
+]
+ExportPreset = Annotated[
+    str | None,
+    typer.Option(
+        help="With --game-project: export a training build from this preset into build/ "
+        "(runs re-export it when the project changed).",
+        rich_help_panel="Godot",
+    ),
+]
+GodotVersion = Annotated[
+    str | None,
+    typer.Option(
+        help="The Godot release to fetch when none is found (4.3, 3.5.3) [default: the "
+        "project's config/features].",
+        rich_help_panel="Godot",
+    ),
+]
+GodotMirror = Annotated[
+    str | None,
+    typer.Option(
+        help="Fetch Godot releases from this address instead of the official one "
+        "(RELEASE-TAG/FILE under it).",
+        envvar="LANDER_GODOT_MIRROR",
+        rich_help_panel="Godot",
+    ),
+]
+
+
+def _godot_request(
+    game_bin: Path | None,
+    game_project: Path | None,
+    scene: str | None,
+    engine_arg: list[str] | None,
+    export_preset: str | None,
+    release: tuple[str | None, str | None],
+) -> GodotSetup | None:
+    """The Godot project ``setup`` was asked to ready, its flags checked (None: none)."""
+    godot_version, godot_mirror = release
+    if game_project is not None and game_bin is not None:
+        fail("--game-project and --game-bin each name the game: give one")
+    if game_project is None and (scene or engine_arg or export_preset or godot_version):
+        fail("--scene, --engine-arg, --export-preset and --godot-version need --game-project")
+    if export_preset is not None and scene is not None:
+        fail("--scene runs the source; a build's scene is its preset's (custom_features)")
+    if godot_mirror:
+        os.environ["LANDER_GODOT_MIRROR"] = godot_mirror  # where godot_download reads it
+    if game_project is None:
+        return None
+    from cli.machine.godot_setup import GodotSetup
+
+    return GodotSetup(game_project, scene, list(engine_arg or []), export_preset, godot_version)
 
 
 def setup(
@@ -21,51 +96,12 @@ def setup(
             envvar="LANDER_GAME_BIN",
         ),
     ] = None,
-    game_project: Annotated[
-        Path | None,
-        typer.Option(
-            help="A Godot project folder (with project.godot) to train from source: setup finds "
-            "or fetches the engine of its version, runs its import pass, smoke-tests it and "
-            "remembers it (instead of --game-bin).",
-            rich_help_panel="Godot",
-        ),
-    ] = None,
-    scene: Annotated[
-        str | None,
-        typer.Option(help="With --game-project: the scene to run.", rich_help_panel="Godot"),
-    ] = None,
-    engine_arg: Annotated[
-        list[str] | None,
-        typer.Option(
-            help="With --game-project: an argument for the engine (repeatable).",
-            rich_help_panel="Godot",
-        ),
-    ] = None,
-    export_preset: Annotated[
-        str | None,
-        typer.Option(
-            help="With --game-project: export a training build from this preset into build/ "
-            "(runs re-export it when the project changed).",
-            rich_help_panel="Godot",
-        ),
-    ] = None,
-    godot_version: Annotated[
-        str | None,
-        typer.Option(
-            help="The Godot release to fetch when none is found (4.3, 3.5.3) [default: the "
-            "project's config/features].",
-            rich_help_panel="Godot",
-        ),
-    ] = None,
-    godot_mirror: Annotated[
-        str | None,
-        typer.Option(
-            help="Fetch Godot releases from this address instead of the official one "
-            "(RELEASE-TAG/FILE under it).",
-            envvar="LANDER_GODOT_MIRROR",
-            rich_help_panel="Godot",
-        ),
-    ] = None,
+    game_project: GameProject = None,
+    scene: Scene = None,
+    engine_arg: EngineArg = None,
+    export_preset: ExportPreset = None,
+    godot_version: GodotVersion = None,
+    godot_mirror: GodotMirror = None,
     port: Annotated[
         int, typer.Option(help="TCP port for the smoke test's game instance.")
     ] = DEFAULT_PORT,
@@ -95,23 +131,10 @@ def setup(
 ) -> None:
     """Check and fix this machine: Python, venv, torch (CUDA on a GPU), tmux, git, TensorBoard,
     the game binary and a headless smoke test. Safe to re-run."""
-    import os
-
-    from cli.machine.godot_setup import GodotSetup
     from cli.machine.setup import run_setup
 
-    if game_project is not None and game_bin is not None:
-        fail("--game-project and --game-bin each name the game: give one")
-    if game_project is None and (scene or engine_arg or export_preset or godot_version):
-        fail("--scene, --engine-arg, --export-preset and --godot-version need --game-project")
-    if export_preset is not None and scene is not None:
-        fail("--scene runs the source; a build's scene is its preset's (custom_features)")
-    if godot_mirror:
-        os.environ["LANDER_GODOT_MIRROR"] = godot_mirror
-    godot = (
-        GodotSetup(game_project, scene, list(engine_arg or []), export_preset, godot_version)
-        if game_project is not None
-        else None
+    godot = _godot_request(
+        game_bin, game_project, scene, engine_arg, export_preset, (godot_version, godot_mirror)
     )
     results = run_setup(project_root(), game_bin, port, cluster, dev, lfs, godot)
     failed = [result.name for result in results if not result.ok and not result.warning]

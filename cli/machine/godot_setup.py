@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from cli.common.paths import GAME_SETTINGS_NAME, build_dir
+from cli.machine.checklist import CheckResult
 from cli.machine.godot_download import (
     GodotDownloadError,
     Release,
@@ -61,15 +62,6 @@ class GodotSetup:
         return settings
 
 
-@dataclass
-class Step:
-    """One checklist line (``cli.machine.setup.CheckResult`` without the import circle)."""
-
-    name: str
-    ok: bool
-    detail: str
-
-
 def _engine(project: GodotProject, asked: GodotSetup) -> tuple[GodotEngine, str, bool]:
     """The engine for ``project``: found, else fetched; with what to say and whether lander's
     cache holds it (then its templates can be fetched beside it)."""
@@ -80,38 +72,39 @@ def _engine(project: GodotProject, asked: GodotSetup) -> tuple[GodotEngine, str,
         return found, f"{found.path} ({found.version})", cached
     if wanted is None or "." not in wanted:
         raise GodotDownloadError(
-            f"no Godot {wanted or ''} engine found (GODOT_BIN, PATH, {engine_cache()}) and "
+            f"no {'Godot ' + wanted if wanted else 'Godot'} engine found (GODOT_BIN, PATH, "
+            f"{engine_cache()}) and "
             f"{project.path.name} does not say which release it is made with: give "
-            "--godot-version (3.5.3, 4.3, ...)".replace("Godot  ", "Godot ")
+            "--godot-version (3.5.3, 4.3, ...)"
         )
     engine, fetched = install_engine(Release(wanted))
     what = "fetched" if fetched else "cached"
     return engine, f"{engine.path} ({engine.version}; {what} from {release_base()})", True
 
 
-def godot_setup(root: Path, asked: GodotSetup, port: int) -> list[Step]:
+def godot_setup(root: Path, asked: GodotSetup, port: int) -> list[CheckResult]:
     """Every Godot step in order; stops at the first that fails (each later one needs it)."""
-    steps: list[Step] = []
+    steps: list[CheckResult] = []
     try:
         project = read_project(asked.project)
         steps.append(
-            Step(
+            CheckResult(
                 "project", True, f"{project.name} ({project.path}), Godot {project.version or '?'}"
             )
         )
         if asked.export_preset is not None:
             check_preset(project, asked.export_preset)
         engine, said, cached = _engine(project, asked)
-        steps.append(Step("godot", True, said))
+        steps.append(CheckResult("godot", True, said))
         if asked.export_preset is not None and cached and not has_templates(engine):
             fetched = install_templates(Release(engine.release))
-            steps.append(Step("templates", True, "fetched" if fetched else "in the cache"))
+            steps.append(CheckResult("templates", True, "fetched" if fetched else "in the cache"))
         imported = ensure_imported(engine, project)
-        steps.append(Step("import", True, "imported" if imported else "up to date"))
+        steps.append(CheckResult("import", True, "imported" if imported else "up to date"))
         if asked.export_preset is not None:
             build = export_build(engine, project, asked.export_preset, build_dir(root))
             steps.append(
-                Step(
+                CheckResult(
                     "export",
                     True,
                     f"{Path(build.game).relative_to(root)} ({build.kind}, preset "
@@ -122,15 +115,15 @@ def godot_setup(root: Path, asked: GodotSetup, port: int) -> list[Step]:
         else:
             command = engine.run_project(project.path, asked.scene, asked.engine_args)
     except LanderError as exc:
-        steps.append(Step("godot", False, str(exc)))
+        steps.append(CheckResult("godot", False, str(exc)))
         return steps
     try:
         result = run_smoke_test(command, port)
     except BridgeError as exc:
-        steps.append(Step("smoke test", False, f"{exc}. Run the game by hand to see why."))
+        steps.append(CheckResult("smoke test", False, f"{exc}. Run the game by hand to see why."))
         return steps
     steps.append(
-        Step(
+        CheckResult(
             "smoke test",
             True,
             f"handshake, reset, {result.steps} steps, close in {result.seconds:.1f} s "
@@ -140,5 +133,7 @@ def godot_setup(root: Path, asked: GodotSetup, port: int) -> list[Step]:
     )
     build_dir(root).mkdir(parents=True, exist_ok=True)
     (build_dir(root) / GAME_SETTINGS_NAME).write_text(json.dumps(asked.remembered()) + "\n")
-    steps.append(Step("game", True, f"{project.path.name} (remembered as this checkout's game)"))
+    steps.append(
+        CheckResult("game", True, f"{project.path.name} (remembered as this checkout's game)")
+    )
     return steps

@@ -15,7 +15,6 @@ import stat
 import subprocess
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -24,6 +23,7 @@ from rich.table import Table
 
 from cli.common.console import console, how
 from cli.common.paths import GAME_SETTINGS_NAME, build_dir, game_binary_path, remembered_game_bin
+from cli.machine.checklist import CheckResult
 from cli.machine.godot_setup import GodotSetup, godot_setup
 from cli.results.git_sync import open_repo
 from cli.results.lfs import ATTRIBUTES, LfsError, enable_lfs, uses_lfs, write_attributes
@@ -34,22 +34,6 @@ from game_bridge.smoke import run_smoke_test
 from games import DEFAULT_GAME, game_entry
 
 TORCH_SPEC = "torch>=2.3,<2.14"
-
-
-@dataclass
-class CheckResult:
-    """One line of the checklist.
-
-    :param name: what was checked.
-    :param ok: True when it holds now (after any fix).
-    :param detail: what was found or done; on failure, how to fix it.
-    :param warning: True for a problem that does not stop lander from working.
-    """
-
-    name: str
-    ok: bool
-    detail: str
-    warning: bool = False
 
 
 def game_launcher_script(python: Path) -> str:
@@ -425,8 +409,8 @@ def run_setup(
         print_result(results[-1])
     if godot is not None:
         for done in godot_setup(root, godot, port):
-            results.append(CheckResult(done.name, done.ok, done.detail))
-            print_result(results[-1])
+            results.append(done)
+            print_result(done)
         return results
     imported = godot_check(game_bin) if game_bin is not None and results[-1].ok else None
     if imported is not None:

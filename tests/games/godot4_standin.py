@@ -4,8 +4,9 @@ as the engine would where lander needs it to.
 
 - ``--version`` prints a Godot 4.3 version line.
 - ``--headless --path DIR --import`` makes the project's ``.godot/`` cache.
-- ``--headless --path DIR --export-release|--export-pack PRESET FILE`` writes FILE (a
-  preset named ``broken`` fails with an engine-style ``ERROR:`` line).
+- ``--headless --path DIR --export-release|--export-pack PRESET FILE`` writes FILE: a pack,
+  or a whole game that runs as the engine on it would (a preset named ``broken`` fails with
+  an engine-style ``ERROR:`` line).
 - ``--headless --path DIR [--scene res://...]`` or ``--headless --main-pack FILE`` runs
   the bundled lander game with the plugin's ``--key=value`` arguments, as a Godot game
   with the plugin would.
@@ -86,7 +87,15 @@ def main(argv: list[str]) -> None:
                 print(f'ERROR: Cannot export project with preset "{preset}" due to '
                       "configuration errors: the stand-in refuses it.", file=sys.stderr)  # fmt: skip
                 sys.exit(1)
-            Path(output).write_text(json.dumps({"project": str(project), "preset": preset}))
+            if flag == "--export-pack":
+                Path(output).write_text(json.dumps({"project": str(project), "preset": preset}))
+                return
+            # A whole game: an executable that runs as this engine on its own pack would.
+            me = Path(__file__).resolve()
+            Path(output).write_text(
+                f"#!/bin/sh\nexec '{sys.executable}' '{me}' --main-pack \"$0\" \"$@\"\n"
+            )
+            Path(output).chmod(0o755)
             return
     scene = values.get("--scene", [None])[0]
     if scene is not None and not scene.startswith("res://"):

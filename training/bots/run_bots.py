@@ -311,9 +311,9 @@ def evaluate_target(
         a Godot project), instead of any of the above.
     :raises GameNotGiven: the bot trained on a game program that nobody named here.
     """
-    from game_bridge.vec_env import GameVecEnv
-
     if launch is not None:
+        from game_bridge.vec_env import GameVecEnv  # SB3: only where a game is played
+
         env = GameVecEnv(launch)
         try:
             return evaluate_through_bridge(target.policy, env, episodes)
@@ -340,6 +340,7 @@ def evaluate_target(
         )
     if chosen is None:
         return evaluate_in_process(target.policy, episodes, seed, bundled_settings(target.trained))
+    from game_bridge.vec_env import GameVecEnv
 
     game_args = target.trained.get("game_args") or {}
     agents = int(game_args.get("agents", target.trained.get("agents_per_instance") or 1))

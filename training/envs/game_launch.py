@@ -91,6 +91,14 @@ def launch_config(
     )
 
 
+def editor_prompt(launch: LaunchConfig) -> str:
+    """What a run (or an evaluation) says once, when it listens for the game a person starts."""
+    return (
+        f"[bold]waiting on port {launch.base_port} for the game: press Play in the Godot "
+        f"editor[/] (giving up after {launch.connect_timeout:g} s: --editor-wait)"
+    )
+
+
 def openenv_override(path: str | None) -> dict[str, Any] | None:
     """``--openenv-schema``: the fields it replaces in the server's schemas.
 

@@ -69,6 +69,12 @@ _resolved: dict[tuple[Any, ...], GodotGame] = {}
 evaluation's own game) reuse what its start exported instead of checking again."""
 
 
+def forget_godot_games() -> None:
+    """Resolve projects afresh from now on: a new session checks its build again (the
+    project may have been pulled since the last session of this process)."""
+    _resolved.clear()
+
+
 def godot_game(config: TrainConfig, build_root: Path) -> GodotGame:
     """How ``config``'s project launches, exporting its training build first when the build
     is missing, stale, or made by another engine.
@@ -121,12 +127,14 @@ def godot_game(config: TrainConfig, build_root: Path) -> GodotGame:
     return resolved
 
 
-def trained_against(config: TrainConfig, godot: GodotGame | None) -> dict[str, Any] | None:
+def trained_against(config: TrainConfig, build_root: Path) -> dict[str, Any] | None:
     """What a run trains against, for its record: the editor, the project's source at a
     commit, or a build made from one (None for any other game)."""
     if config.game == EDITOR_GAME:
         return {"way": "editor", "port": config.port}
-    return dict(godot.origin) if godot is not None else None
+    if config.game_project is None:
+        return None
+    return dict(godot_game(config, build_root).origin)
 
 
 def describe_origin(origin: dict[str, Any]) -> str:

@@ -22,8 +22,8 @@ from rich.console import Console
 
 from game_bridge.instance import allow_waits
 from games import game_entry
-from training.envs.game_launch import EarlyGames, launch_config
-from training.envs.godot_games import godot_game
+from training.envs.game_launch import EarlyGames, editor_prompt, launch_config
+from training.envs.godot_games import forget_godot_games, godot_game
 from training.runs.checkpoints import remove_temporary_files
 from training.runs.disk_space import disk_warnings, estimated_checkpoint_bytes, run_disk_needs
 from training.runs.local_state import keep_damaged_record
@@ -106,16 +106,13 @@ def begin_session(request: TrainRequest, console: Console) -> SessionStart:
     new_run = not plan.paths.logs.exists()
     games = None
     if not plan.config.in_process:
+        forget_godot_games()
         try:
             launch = launch_config(plan.config, plan.paths.games_log_dir, plan.paths.root / "build")
             if plan.config.game_project is not None:
                 for note in godot_game(plan.config, plan.paths.root / "build").notes:
                     console.print(note)
-            if launch.external:
-                console.print(
-                    f"[bold]waiting on port {launch.base_port} for the game: press Play in the "
-                    f"Godot editor[/] (giving up after {launch.connect_timeout:g} s: --editor-wait)"
-                )
+            launch.announce = lambda listening: console.print(editor_prompt(listening))
             games = EarlyGames(launch)
         except BaseException:
             if new_run:  # a new run whose games never started leaves nothing behind

@@ -41,7 +41,7 @@ from training.envs.environments import (
     wrapped_env,
 )
 from training.envs.game_monitor import GameMonitor
-from training.envs.godot_games import describe_origin, godot_game, trained_against
+from training.envs.godot_games import describe_origin, trained_against
 from training.envs.sides import SelfPlayEnv
 from training.evaluation.scoring import EvalResult, game_settings
 from training.runs.checkpoints import (
@@ -280,12 +280,7 @@ class TrainingSession:
                 "cloning": self.cloned.to_dict(),
             }
         self.note_placements()
-        godot = (
-            godot_game(self.config, self.paths.root / "build")
-            if self.config.game_project is not None
-            else None
-        )
-        self.record.extra.godot = trained_against(self.config, godot)
+        self.record.extra.godot = trained_against(self.config, self.paths.root / "build")
         self.record.save(self.paths.run_json)
         self.say(session_banner(self.plan, self.request, self.model))
         if self.record.extra.godot is not None:
