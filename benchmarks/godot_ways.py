@@ -9,8 +9,11 @@ too) and measure:
 2. env steps per second with random actions (N instances x 8 agents, --speedup 1000).
 
 The engine is the one lander finds (GODOT_BIN, PATH: Debian's godot3-server here).
+``--scripts N`` grows the project by N GDScript files of 60 functions each, preloaded by
+an autoload at start (a game's code base, which a source launch compiles from text in every
+instance and a build carries compiled).
 
-    .venv/bin/python benchmarks/godot_ways.py [--instances 1,4,8] [--rounds 5] [--seconds 3]
+    .venv/bin/python benchmarks/godot_ways.py [--instances 1,4,8] [--rounds 5] [--seconds 3] [--scripts 0]
 """
 
 from __future__ import annotations
@@ -51,6 +54,22 @@ def start_up_seconds(command: list[str], instances: int) -> float:
     return seconds
 
 
+def grow_project(project: Path, scripts: int) -> None:
+    """Add ``scripts`` GDScript files to ``project``, preloaded by an autoload at start."""
+    bulk = project / "bulk"
+    bulk.mkdir()
+    body = "extends Reference\n" + "".join(
+        f"func f{j}(x):\n\tvar y = x * {j} + 1\n\tif y > {j}:\n\t\ty -= 1\n\treturn y\n"
+        for j in range(60)
+    )
+    for i in range(scripts):
+        (bulk / f"s{i}.gd").write_text(body)
+    preloads = "".join(f'const S{i} = preload("res://bulk/s{i}.gd")\n' for i in range(scripts))
+    (bulk / "all.gd").write_text("extends Node\n" + preloads)
+    with open(project / "project.godot", "a") as settings:
+        settings.write('\n[autoload]\n\nBulk="*res://bulk/all.gd"\n')
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -58,11 +77,14 @@ def main() -> None:
     parser.add_argument("--instances", default="1,4,8")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--seconds", type=float, default=3.0)
+    parser.add_argument("--scripts", type=int, default=0)
     args = parser.parse_args()
     counts = [int(n) for n in args.instances.split(",")]
     with tempfile.TemporaryDirectory(prefix="godot-ways-") as folder:
         copy = Path(folder) / "godot_lander"
         shutil.copytree(EXAMPLE, copy, ignore=shutil.ignore_patterns(".import", "lander.x86_64"))
+        if args.scripts:
+            grow_project(copy, args.scripts)
         project = read_project(copy)
         engine = find_engine(project.version, cached_engines())
         if engine is None:
@@ -75,7 +97,8 @@ def main() -> None:
         }
         console.print(
             f"Godot {engine.version} ({engine.path}); the {build.kind} exported in "
-            f"{build.seconds:.1f} s; {args.rounds} rounds, {AGENTS} agents an instance"
+            f"{build.seconds:.1f} s; {args.rounds} rounds, {AGENTS} agents an instance; "
+            f"{args.scripts} scripts added"
         )
         table = Table(title="from source against from the build (medians)")
         for column in ("instances", "start-up source", "start-up build", "ratio",
