@@ -162,6 +162,25 @@ def _staging(name: str) -> Path:
     return staging
 
 
+def _unpacked(release: Release, name: str, staging: Path) -> Path:
+    """``name`` of ``release`` fetched, checked and unpacked into ``staging/unpacked``; the
+    archive and the sums file are removed from ``staging`` once unpacked.
+
+    :raises GodotDownloadError: it cannot be fetched, fails its checksum, or does not unpack.
+    """
+    archive = _checked(release, name, staging)
+    unpacked = staging / "unpacked"
+    try:
+        with zipfile.ZipFile(archive) as zipped:
+            zipped.extractall(unpacked)
+    except (zipfile.BadZipFile, OSError) as exc:
+        raise GodotDownloadError(f"{name} does not unpack ({exc})") from None
+    for fetched in (archive, staging / SUMS_FILE):
+        if fetched.parent == staging:  # not a file a person put in downloads/
+            fetched.unlink(missing_ok=True)
+    return unpacked
+
+
 def install_engine(release: Release) -> tuple[GodotEngine, bool]:
     """The engine of ``release`` in lander's cache, fetched and unpacked when it is not
     there yet; returns it and whether it was fetched now.
@@ -174,13 +193,7 @@ def install_engine(release: Release) -> tuple[GodotEngine, bool]:
         return engine_at(binary), False
     staging = _staging(release.version)
     try:
-        archive = _checked(release, release.engine_file, staging)
-        unpacked = staging / "unpacked"
-        try:
-            with zipfile.ZipFile(archive) as zipped:
-                zipped.extractall(unpacked)
-        except (zipfile.BadZipFile, OSError) as exc:
-            raise GodotDownloadError(f"{release.engine_file} does not unpack ({exc})") from None
+        unpacked = _unpacked(release, release.engine_file, staging)
         files = [p for p in unpacked.rglob("*") if p.is_file() and "Godot" in p.name]
         if not files:
             raise GodotDownloadError(f"{release.engine_file} holds no Godot engine")
@@ -188,12 +201,7 @@ def install_engine(release: Release) -> tuple[GodotEngine, bool]:
         files[0].rename(engine_file)
         engine_file.chmod(engine_file.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
         (staging / SELF_CONTAINED_MARK).touch()
-        for leftover in (unpacked, archive):
-            if leftover.is_dir():
-                shutil.rmtree(leftover)
-            elif leftover.parent == staging:
-                leftover.unlink()
-        (staging / SUMS_FILE).unlink(missing_ok=True)
+        shutil.rmtree(unpacked)
         staging.rename(folder)  # atomic: the version's folder is whole or absent
     finally:
         shutil.rmtree(staging, ignore_errors=True)
@@ -206,20 +214,12 @@ def install_templates(release: Release) -> bool:
 
     :raises GodotDownloadError: they cannot be fetched, or fail their checksum.
     """
-    folder = engine_cache() / release.version
-    target = folder / release.templates_folder
+    target = engine_cache() / release.version / release.templates_folder
     if target.is_dir() and any(target.iterdir()):
         return False
     staging = _staging(f"{release.version}-templates")
     try:
-        archive = _checked(release, release.templates_file, staging)
-        unpacked = staging / "unpacked"
-        try:
-            with zipfile.ZipFile(archive) as zipped:
-                zipped.extractall(unpacked)
-        except (zipfile.BadZipFile, OSError) as exc:
-            raise GodotDownloadError(f"{release.templates_file} does not unpack ({exc})") from None
-        templates = unpacked / "templates"
+        templates = _unpacked(release, release.templates_file, staging) / "templates"
         if not templates.is_dir():
             raise GodotDownloadError(f"{release.templates_file} holds no templates/ folder")
         target.parent.mkdir(parents=True, exist_ok=True)
