@@ -11,6 +11,7 @@ import http.server
 import io
 import json
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -576,3 +577,28 @@ def test_a_machine_that_cannot_reach_the_download_is_told_what_to_fetch_and_wher
     assert "\n" not in line and "SHA512-SUMS.txt" in line
     assert f"http://127.0.0.1:{port}/4.3-stable/SHA512-SUMS.txt" in line
     assert str(tmp_path / "cache" / "downloads") in line
+
+
+@pytest.mark.parametrize(
+    ("settings", "refusal"),
+    [
+        ({"scene": "res://t.tscn"}, "--scene applies to a Godot project"),
+        ({"export_preset": "training"}, "--export-preset applies to a Godot project"),
+        ({"game_project": "/g", "game_bin": "/bin/true"}, "--game-bin another: give one"),
+        ({"game_project": "/g", "game": "stroke"}, "--game stroke another"),
+        ({"game_project": "/g", "export_preset": "t", "scene": "res://t.tscn"}, "custom_features"),
+        ({"game_project": "/g", "transport": "stdio"}, "plugin speaks TCP"),
+        ({"game_project": "/g", "cluster": "10.0.0.5:6379"}, "--game-bin"),
+        ({"game": "editor", "speedup": 8.0}, "--speedup (the scene's own applies)"),
+        ({"game": "editor", "game_args": {"a": "1"}}, "--game-arg"),
+        ({"game": "editor", "eval_every": 1000}, "--eval-every"),
+    ],
+)
+def test_the_godot_settings_are_refused_in_one_line_where_they_do_not_apply(
+    settings: dict[str, object], refusal: str
+) -> None:
+    from training.config import ConfigError, TrainConfig, apply_overrides, check_config
+
+    base = {"n_parallel": 1} if settings.get("game") == "editor" else {}
+    with pytest.raises(ConfigError, match=re.escape(refusal)):
+        check_config(apply_overrides(TrainConfig(), {**base, **settings}, "flags"))

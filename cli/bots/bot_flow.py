@@ -162,6 +162,8 @@ def evaluate_and_report(
     if episodes < 1:
         fail(f"--episodes must be at least 1, got {episodes}")
     godot = game == EDITOR_GAME or game_project is not None
+    if game == EDITOR_GAME and game_project is not None:
+        fail("--game editor and --game-project each name the game: give one")
     if godot and (policy != "model" or game_bin is not None):
         fail(
             "a Godot game (--game editor, --game-project) evaluates a run or a bot: drop "

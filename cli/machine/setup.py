@@ -375,14 +375,13 @@ def run_setup(
 ) -> list[CheckResult]:
     """Run every check in order, printing each line as it completes.
 
-    :param godot: a Godot project to ready instead of a game binary (``--game-project``).
-
     :param cluster: check Ray too (the bootstrap script installed it for ``--cluster``).
     :param dev: check everything the tests need too (Ray, Playwright, and the
         :data:`TEST_TOOLS`, installed with apt-get as root): the README's test command
         then skips nothing.
     :param lfs: keep checkpoints and bots in Git LFS from now on (:func:`lfs_check`);
         a clone whose repository already does gets LFS set up without it.
+    :param godot: a Godot project to ready instead of a game binary (``--game-project``).
     """
     steps: list[Callable[[], CheckResult]] = [
         python_check,

@@ -108,6 +108,10 @@ def _check_godot(config: TrainConfig) -> None:
                 "--game-project runs the engine on this machine: for --cluster, give each node "
                 "the exported game with --game-bin"
             )
+        if config.game_transport != "tcp":
+            raise ConfigError(
+                "--game-project: the Godot RL Agents plugin speaks TCP; drop --transport"
+            )
         if config.export_preset is not None and config.scene is not None:
             raise ConfigError(
                 "--scene runs the project from source; an exported build cannot be pointed at "
