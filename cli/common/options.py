@@ -9,7 +9,7 @@ from typing import Annotated, Any
 import typer
 
 from cli.common.console import fail
-from games import GAME_NAMES, game_entry, is_game_name
+from games import EDITOR_GAME, GAME_NAMES, game_entry, is_game_name
 
 DEFAULT_PAGE_PORT = 6010
 """Where a game's live page is served first (``play --web``, ``start``); a taken port moves on."""
@@ -75,6 +75,8 @@ def valid_run(name: str) -> str:
 
 def has_page(game: str, game_args: dict[str, str]) -> bool:
     """True when the game has a web page a run's live bot of these ``--game-arg`` settings
-    can be watched on."""
+    can be watched on (none for the game in the editor: it is known only by its protocol)."""
+    if game == EDITOR_GAME:
+        return False
     entry = game_entry(game)
     return bool(entry.web_files) and entry.page_plays(game_args)

@@ -20,7 +20,7 @@ from cli.common.options import (
     valid_run,
 )
 from cli.common.paths import project_root
-from games import DEFAULT_GAME
+from games import DEFAULT_GAME, EDITOR_GAME
 from training.config import TrainConfig
 
 
@@ -85,8 +85,10 @@ def start(
     if demo_files and (curriculum_plan is not None or sweep_space is not None):
         fail("--demos start one run: give them to `lander train` or `start` of a single run")
     session = flags.session_argv(config, resume, reset_std, force, git, demo_files)
-    # Detached runs are the ones nobody watches: they heal themselves unless told not to.
-    session += ["--auto-resume"] if auto_resume else []
+    # Detached runs are the ones nobody watches: they heal themselves unless told not to;
+    # the game in the editor is watched by the person who started it, and only they can
+    # start it again.
+    session += ["--auto-resume"] if auto_resume and settings.get("game") != EDITOR_GAME else []
     command: list[str] | None = None
     game = settings.get("game", DEFAULT_GAME)
     game_args: dict[str, str] = {}
@@ -162,7 +164,7 @@ def resume(
     settings = settings or {}
     planned = check_plan(target, settings, config, source, False, reset_std, git)
     args = flags.settings_argv(settings) + flags.session_argv(config, source, reset_std, False, git)
-    args += ["--auto-resume"] if auto_resume else []
+    args += ["--auto-resume"] if auto_resume and planned.game != EDITOR_GAME else []
     live_page = has_page(planned.game, planned.game_args)
     start_in_tmux(root, target, args, tb_host, tb_port, live_page=live_page, web_port=web_port)
 
