@@ -134,32 +134,65 @@ def _git(project: Path, *args: str) -> str | None:
     return result.stdout.decode(errors="replace") if result.returncode == 0 else None
 
 
-def _source_files(project: Path) -> tuple[list[str], str | None, bool]:
-    listed = _git(project, "ls-files", "-z", "--cached", "--", ".")
-    if listed is not None:
-        commit = (_git(project, "rev-parse", "HEAD") or "").strip() or None
-        status = _git(project, "status", "--porcelain", "--untracked-files=no", "--", ".")
-        return sorted(n for n in listed.split("\0") if n), commit, bool(status and status.strip())
-    files = []
-    for folder, dirs, names in os.walk(project):
-        dirs[:] = [d for d in dirs if d not in _CACHE_FOLDERS]
-        files += [str(Path(folder, n).relative_to(project)) for n in names]
-    return sorted(files), None, False
+def _file_digest(path: Path) -> bytes:
+    try:
+        return hashlib.sha256(path.read_bytes()).digest()
+    except OSError:
+        return b"<missing>"  # deleted in the work tree: a change too
+
+
+def _blob_id(path: Path) -> bytes:
+    """The id git gives a file's contents (what ``ls-files -s`` shows once it is staged), so
+    a change staged or not names the same source."""
+    try:
+        data = path.read_bytes()
+    except OSError:
+        return b"<missing>"
+    return hashlib.sha1(b"blob %d\0" % len(data) + data, usedforsecurity=False).hexdigest().encode()
+
+
+def _tracked_digests(project: Path) -> tuple[dict[str, bytes], str | None, bool] | None:
+    """Each tracked file's identity from git (its blob id; a file the work tree changed, its
+    contents' digest), the commit, and whether the work tree differs from it: a large
+    project's assets are not read again at every run. None outside a git work tree."""
+    listed = _git(project, "ls-files", "-s", "-z", "--", ".")
+    if listed is None:
+        return None
+    files: dict[str, bytes] = {}
+    for entry in filter(None, listed.split("\0")):
+        meta, _, name = entry.partition("\t")
+        files[name] = meta.split()[1].encode()
+    changed = _git(project, "diff-files", "--name-only", "--relative", "-z", "--", ".") or ""
+    for name in filter(None, changed.split("\0")):
+        files[name] = _blob_id(project / name)
+    commit = (_git(project, "rev-parse", "HEAD") or "").strip() or None
+    return files, commit, bool(changed.strip("\0")) or _staged(project)
+
+
+def _staged(project: Path) -> bool:
+    return bool(
+        (_git(project, "diff-index", "--cached", "--name-only", "HEAD", "--", ".") or "").strip()
+    )
 
 
 def source_state(project: GodotProject) -> SourceState:
-    """The project's source now: the digest of its tracked files, its commit."""
-    names, commit, dirty = _source_files(project.path)
+    """The project's source now: the digest of its tracked files (every file outside the
+    engine's caches when it is not in git), its commit, whether it differs from that commit."""
+    tracked = _tracked_digests(project.path)
+    if tracked is None:
+        names = []
+        for folder, dirs, found in os.walk(project.path):
+            dirs[:] = [d for d in dirs if d not in _CACHE_FOLDERS]
+            names += [str(Path(folder, n).relative_to(project.path)) for n in found]
+        files = {name: _file_digest(project.path / name) for name in names}
+        commit, dirty = None, False
+    else:
+        files, commit, dirty = tracked
     digest = hashlib.sha256()
-    for name in names:
+    for name in sorted(files):
         if Path(name).parts and Path(name).parts[0] in _CACHE_FOLDERS:
             continue
-        file = project.path / name
-        digest.update(name.encode() + b"\0")
-        try:
-            digest.update(hashlib.sha256(file.read_bytes()).digest())
-        except OSError:
-            digest.update(b"<missing>")  # deleted in the work tree: a change too
+        digest.update(name.encode() + b"\0" + files[name])
     return SourceState(digest.hexdigest(), commit, dirty)
 
 

@@ -602,3 +602,25 @@ def test_the_godot_settings_are_refused_in_one_line_where_they_do_not_apply(
     base = {"n_parallel": 1} if settings.get("game") == "editor" else {}
     with pytest.raises(ConfigError, match=re.escape(refusal)):
         check_config(apply_overrides(TrainConfig(), {**base, **settings}, "flags"))
+
+
+def test_the_source_digest_follows_the_tracked_files_staged_or_not(tmp_path: Path) -> None:
+    """What a build records it was made from: a change to a tracked file changes it, staging
+    or committing the same change does not (no needless export), an untracked file does not."""
+    from game_bridge.godot_project import read_project, source_state
+
+    project = godot_project(tmp_path / "game")
+    clean = source_state(read_project(project))
+    assert clean.commit == git(project, "rev-parse", "HEAD").strip() and not clean.dirty
+    (project / "notes.txt").write_text("not tracked\n")
+    assert source_state(read_project(project)).digest == clean.digest
+    with open(project / "main.gd", "a") as script:
+        script.write("\n# changed\n")
+    changed = source_state(read_project(project))
+    assert changed.digest != clean.digest and changed.dirty
+    git(project, "add", "main.gd")
+    assert source_state(read_project(project)).digest == changed.digest
+    git(project, "commit", "-q", "-m", "a change")
+    committed = source_state(read_project(project))
+    assert committed.digest == changed.digest and not committed.dirty
+    assert committed.commit != clean.commit
