@@ -162,7 +162,8 @@ def _tracked_digests(project: Path) -> tuple[dict[str, bytes], str | None, bool]
     for entry in filter(None, listed.split("\0")):
         meta, _, name = entry.partition("\t")
         files[name] = meta.split()[1].encode()
-    changed = _git(project, "diff-files", "--name-only", "--relative", "-z", "--", ".") or ""
+    # `git diff`, not diff-files: it looks past a file whose stat alone changed.
+    changed = _git(project, "diff", "--name-only", "--relative", "-z", "--", ".") or ""
     for name in filter(None, changed.split("\0")):
         files[name] = _blob_id(project / name)
     commit = (_git(project, "rev-parse", "HEAD") or "").strip() or None
@@ -170,9 +171,7 @@ def _tracked_digests(project: Path) -> tuple[dict[str, bytes], str | None, bool]
 
 
 def _staged(project: Path) -> bool:
-    return bool(
-        (_git(project, "diff-index", "--cached", "--name-only", "HEAD", "--", ".") or "").strip()
-    )
+    return bool((_git(project, "diff", "--cached", "--name-only", "--", ".") or "").strip())
 
 
 def source_state(project: GodotProject) -> SourceState:

@@ -99,6 +99,16 @@ def test_a_godot_3_project_trains_from_source_with_no_launcher_script(
     again_origin = record(home, "src").extra.godot
     assert again_origin is not None and again_origin["way"] == "source"
     assert again_origin["project"] == str(project) and record(home, "src").total_timesteps >= 2560
+    # A session on another engine than the run's earlier ones says so.
+    other = wide_lander(
+        home, "train", "src", "--resume", "src", "--timesteps", "256", "--no-git",
+        "--port", str(port_block(2)), env={"GODOT_BIN": str(standin_engine(tmp_path))},
+    )  # fmt: skip
+    assert other.returncode == 0, other.stdout + other.stderr
+    assert (
+        "this run trained against Godot 3.2.3.stable.custom_build before; this session runs "
+        "Godot 4.3.stable.official.77dcf97d8"
+    ) in other.stdout
 
 
 @needs_godot3

@@ -155,3 +155,16 @@ def describe_origin(origin: dict[str, Any]) -> str:
             f"{origin.get('preset')!r} made from the source {at}"
         )
     return f"Godot {version} on {project} from source {at}"
+
+
+def engine_change(before: dict[str, Any] | None, now: dict[str, Any] | None) -> str | None:
+    """A line when a resumed run's Godot engine is not the one its earlier sessions trained
+    against (None when it is, or when either is not a Godot project)."""
+    if not before or not now or before.get("way") == "editor" or now.get("way") == "editor":
+        return None
+    if before.get("version") == now.get("version"):
+        return None
+    return (
+        f"this run trained against Godot {before.get('version')} before; this session runs "
+        f"Godot {now.get('version')} ({now.get('engine')})"
+    )

@@ -41,7 +41,7 @@ from training.envs.environments import (
     wrapped_env,
 )
 from training.envs.game_monitor import GameMonitor
-from training.envs.godot_games import describe_origin, trained_against
+from training.envs.godot_games import describe_origin, engine_change, trained_against
 from training.envs.sides import SelfPlayEnv
 from training.evaluation.scoring import EvalResult, game_settings
 from training.runs.checkpoints import (
@@ -280,11 +280,14 @@ class TrainingSession:
                 "cloning": self.cloned.to_dict(),
             }
         self.note_placements()
+        earlier = self.plan.previous.extra.godot if self.plan.previous is not None else None
         self.record.extra.godot = trained_against(self.config, self.paths.root / "build")
         self.record.save(self.paths.run_json)
         self.say(session_banner(self.plan, self.request, self.model))
         if self.record.extra.godot is not None:
             self.say(f"trains against {describe_origin(self.record.extra.godot)}")
+        if (changed := engine_change(earlier, self.record.extra.godot)) is not None:
+            self.warn(changed)
         if self.cloned is not None:
             self.say(self.cloned.line())
         if self.agents_note is not None:
