@@ -121,7 +121,7 @@ def _parameter(item: Field[Any]) -> inspect.Parameter:
         option = typer.Option(decls, help=help_text, show_default=False, rich_help_panel=panel)
         kind: Any = bool
     else:
-        kind = Path if item.name == "game_bin" else base
+        kind = Path if item.name in ("game_bin", "game_project") else base
         metavar = "|".join(item.metadata["choices"]) if item.metadata["choices"] else None
         option = typer.Option(
             flag, help=help_text, show_default=False, metavar=metavar, rich_help_panel=panel

@@ -31,7 +31,9 @@ Scene = Annotated[
 EngineArg = Annotated[
     list[str] | None,
     typer.Option(
-        help="With --game-project: an argument for the engine (repeatable).",
+        metavar="ARG",
+        help="With --game-project: an argument for the engine (repeatable: "
+        "--engine-arg=--verbose).",
         rich_help_panel="Godot",
     ),
 ]
@@ -130,7 +132,8 @@ def setup(
     ] = False,
 ) -> None:
     """Check and fix this machine: Python, venv, torch (CUDA on a GPU), tmux, git, TensorBoard,
-    the game binary and a headless smoke test. Safe to re-run."""
+    the game (binary, or a Godot project with its engine) and a headless smoke test. Safe to
+    re-run."""
     from cli.machine.setup import run_setup
 
     godot = _godot_request(
