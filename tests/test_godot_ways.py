@@ -148,6 +148,17 @@ def test_setup_exports_a_pack_that_trains_and_a_changed_project_is_exported_agai
     remade = json.loads((pack.parent / "build.json").read_text())
     assert remade["made_at"] > made["made_at"] and remade["digest"] != made["digest"]
     assert remade["dirty"] and record(home, "b2").extra.godot["dirty"]  # type: ignore[index]
+    # `next` (like start and resume: every run goes through a session's start) too.
+    git(project, "commit", "-q", "-am", "the change, committed")
+    (project / "sync.gd").write_text((project / "sync.gd").read_text() + "\n# another\n")
+    following = wide_lander(
+        home, "next", "--from", "b2", "--timesteps", "512", "--no-git",
+        "--port", str(port_block(2)),
+    )  # fmt: skip
+    assert following.returncode == 0, following.stdout + following.stderr
+    assert "next run: b3" in following.stdout
+    assert "(the project's tracked files changed since the build)" in following.stdout
+    assert record(home, "b3").extra.godot["commit"] == git(project, "rev-parse", "HEAD").strip()  # type: ignore[index]
 
 
 @needs_godot3
