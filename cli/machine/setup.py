@@ -28,7 +28,9 @@ from cli.machine.godot_setup import GodotSetup, godot_setup
 from cli.results.git_sync import open_repo
 from cli.results.lfs import ATTRIBUTES, LfsError, enable_lfs, uses_lfs, write_attributes
 from cli.results.publishing import publish_files
-from game_bridge.errors import BridgeError
+from game_bridge.errors import BridgeError, LanderError
+from game_bridge.godot_engine import engine_at
+from game_bridge.godot_project import ensure_imported, read_project
 from game_bridge.launcher import game_command
 from game_bridge.smoke import run_smoke_test
 from games import DEFAULT_GAME, game_entry
@@ -140,19 +142,12 @@ def godot_check(game_bin: Path) -> CheckResult | None:
         return CheckResult(
             "godot", False, "no Godot engine: apt-get install godot3-server, or set GODOT_BIN"
         )
-    version = subprocess.run(
-        [godot, "--version"], capture_output=True, text=True, timeout=60, check=False
-    ).stdout
-    version = (version.strip().splitlines() or ["?"])[-1]
-    if version.startswith("3."):
-        command = [godot, "--path", str(project), "--editor", "--quit"]
-    else:
-        command = [godot, "--headless", "--path", str(project), "--import"]
     try:
-        subprocess.run(command, capture_output=True, text=True, timeout=300, check=True)
-    except (subprocess.SubprocessError, OSError) as exc:
-        return CheckResult("godot", False, f"{godot} {version}: the import pass failed ({exc})")
-    return CheckResult("godot", True, f"{godot} {version}; imported {project.name}")
+        engine = engine_at(godot)
+        ensure_imported(engine, read_project(project))
+    except LanderError as exc:  # not an engine, or its import pass failed: the engine's line
+        return CheckResult("godot", False, f"{godot}: {exc}")
+    return CheckResult("godot", True, f"{godot} {engine.version}; imported {project.name}")
 
 
 def smoke_test(game_bin: Path, port: int) -> CheckResult:
