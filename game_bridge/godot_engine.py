@@ -78,7 +78,9 @@ class GodotEngine:
         parts = [int(part) for part in wanted.split(".") if part.isdigit()]
         return list(self.numbers[: len(parts)]) == parts
 
-    def _headless(self) -> list[str]:
+    @property
+    def headless(self) -> list[str]:
+        """The flags that run this engine, or a game exported by it, with no window."""
         # Godot 4: --headless is the display and audio drivers off. Godot 3 has no such
         # flag; --no-window keeps a desktop build's window hidden (a server build has none).
         return ["--headless"] if self.major >= 4 else ["--no-window"]
@@ -86,21 +88,21 @@ class GodotEngine:
     def run_project(self, project: Path, scene: str | None, engine_args: list[str]) -> list[str]:
         """The command that runs ``project`` from source, headless, at ``scene`` (its main
         scene when None); the plugin's arguments follow it."""
-        command = [self.path, *self._headless(), "--path", str(project)]
+        command = [self.path, *self.headless, "--path", str(project)]
         if scene is not None:
             command += ["--scene", scene] if self.major >= 4 else [scene]
         return [*command, *engine_args]
 
     def run_pack(self, pack: Path, engine_args: list[str]) -> list[str]:
         """The command that runs an exported pack with this engine, headless."""
-        return [self.path, *self._headless(), "--main-pack", str(pack), *engine_args]
+        return [self.path, *self.headless, "--main-pack", str(pack), *engine_args]
 
     def import_project(self, project: Path) -> list[str]:
         """The command that runs a project's import pass and quits (what a fresh clone needs
         before it can run headless): ``--import`` from Godot 4.2, ``--editor --quit`` before."""
         if self.major >= 4 and self.numbers >= (4, 2, 0):
             return [self.path, "--headless", "--path", str(project), "--import"]
-        return [self.path, *self._headless(), "--path", str(project), "--editor", "--quit"]
+        return [self.path, *self.headless, "--path", str(project), "--editor", "--quit"]
 
     def export(self, project: Path, preset: str, output: Path, pack: bool) -> list[str]:
         """The command that exports ``preset`` of ``project`` to ``output``: a whole game
@@ -109,7 +111,7 @@ class GodotEngine:
             flag = "--export-pack" if pack else "--export-release"
         else:
             flag = "--export-pack" if pack else "--export"
-        return [self.path, *self._headless(), "--path", str(project), flag, preset, str(output)]
+        return [self.path, *self.headless, "--path", str(project), flag, preset, str(output)]
 
 
 @cache

@@ -106,8 +106,8 @@ def check_preset(project: GodotProject, preset: str) -> None:
 class SourceState:
     """What a project's source is right now.
 
-    :param digest: SHA-256 over the project's tracked files (paths and contents), or all
-        its files outside the engine's caches when it is not in git.
+    :param digest: SHA-256 over the project's tracked files (each path and the id git gives
+        its contents), or over all its files outside the engine's caches when not in git.
     :param commit: the git commit it is at (None outside git).
     :param dirty: tracked files differ from that commit.
     """
@@ -115,12 +115,6 @@ class SourceState:
     digest: str
     commit: str | None
     dirty: bool
-
-    def describe(self) -> str:
-        """``source at 1a2b3c4`` (``+ changes`` when dirty), or ``source (not in git)``."""
-        if self.commit is None:
-            return "not in git"
-        return f"at {self.commit[:10]}" + (" with uncommitted changes" if self.dirty else "")
 
 
 def _git(project: Path, *args: str) -> str | None:
@@ -196,7 +190,8 @@ def source_state(project: GodotProject) -> SourceState:
 
 
 def engine_error(output: str, fallback: str) -> str:
-    """The engine's own line for a failure: its first ``ERROR:`` that is not start-up noise."""
+    """The engine's own line for a failure: its last ``ERROR:`` that is not start-up noise,
+    preferring one that speaks of the export."""
     errors = [
         line.strip().removeprefix("ERROR:").strip()
         for line in output.splitlines()
@@ -279,7 +274,7 @@ class TrainingBuild:
         """The command that runs this build, headless."""
         if self.kind == "pack":
             return engine.run_pack(Path(self.game), engine_args)
-        return [self.game, "--headless", *engine_args]
+        return [self.game, *engine.headless, *engine_args]
 
 
 def build_folder(build_root: Path, project: GodotProject, preset: str) -> Path:
