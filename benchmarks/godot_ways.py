@@ -89,8 +89,8 @@ def main() -> None:
         engine = find_engine(project.version, cached_engines())
         if engine is None:
             raise SystemExit("no Godot engine: apt-get install godot3-server, or set GODOT_BIN")
-        ensure_imported(engine, project)
-        build = export_build(engine, project, "training", Path(folder) / "build")
+        _, state = ensure_imported(engine, project)
+        build = export_build(engine, project, "training", Path(folder) / "build", state)
         ways = {
             "source": engine.run_project(project.path, None, []),
             "build": build.command(engine, []),

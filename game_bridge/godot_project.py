@@ -218,29 +218,34 @@ def _import_marker(engine: GodotEngine, project: GodotProject) -> Path:
     return project.path / cache / "lander-import.json"
 
 
-def ensure_imported(engine: GodotEngine, project: GodotProject) -> bool:
+def ensure_imported(
+    engine: GodotEngine, project: GodotProject, state: SourceState | None = None
+) -> tuple[bool, SourceState]:
     """Run the project's import pass once, before any instance starts, when the engine's
     cache is missing (a fresh clone) or was made by another engine or from other source;
-    return whether it ran. The instances then start from the imported cache, none of them
-    importing by itself.
+    return whether it ran, and the source as the pass left it. The instances then start
+    from the imported cache, none of them importing by itself.
 
+    :param state: the source now, where the caller has read it already.
     :raises GodotProjectError: the import pass failed (the engine's own line).
     """
     marker = _import_marker(engine, project)
-    state = source_state(project)
-    wanted = {"engine": engine.version, "digest": state.digest}
+    state = state or source_state(project)
     try:
-        if json.loads(marker.read_text()) == wanted:
-            return False
+        if json.loads(marker.read_text()) == {"engine": engine.version, "digest": state.digest}:
+            return False, state
     except (OSError, ValueError):
         pass
     result = _run_engine(engine.import_project(project.path), IMPORT_TIMEOUT_S, "the import pass")
     if result.returncode != 0:
         line = engine_error(result.stdout + result.stderr, f"exit code {result.returncode}")
         raise GodotProjectError(f"the import pass of {project.path.name} failed: {line}")
+    # The pass may rewrite tracked files (a Godot 4 asset's .import file): the marker names
+    # the source it left, so the next run finds it current.
+    state = source_state(project)
     marker.parent.mkdir(parents=True, exist_ok=True)
-    marker.write_text(json.dumps(wanted) + "\n")
-    return True
+    marker.write_text(json.dumps({"engine": engine.version, "digest": state.digest}) + "\n")
+    return True, state
 
 
 @dataclass(frozen=True)
@@ -309,17 +314,21 @@ def has_templates(engine: GodotEngine) -> bool:
 
 
 def export_build(
-    engine: GodotEngine, project: GodotProject, preset: str, build_root: Path
+    engine: GodotEngine,
+    project: GodotProject,
+    preset: str,
+    build_root: Path,
+    state: SourceState | None = None,
 ) -> TrainingBuild:
     """Export ``preset`` headless into ``build/``: the whole game where the engine has its
     export templates, else the project's pack (run with ``--main-pack``). The build and its
     record replace the old ones only once the export succeeded.
 
+    :param state: the source now, where the caller has read it already.
     :raises GodotProjectError: no such preset, or the export failed (the engine's own line).
     """
     check_preset(project, preset)
-    ensure_imported(engine, project)
-    state = source_state(project)
+    _, state = ensure_imported(engine, project, state)
     folder = build_folder(build_root, project, preset)
     staging = folder.with_name(folder.name + ".exporting")
     shutil.rmtree(staging, ignore_errors=True)

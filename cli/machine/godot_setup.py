@@ -99,10 +99,10 @@ def godot_setup(root: Path, asked: GodotSetup, port: int) -> list[CheckResult]:
         if asked.export_preset is not None and cached and not has_templates(engine):
             fetched = install_templates(Release(engine.release))
             steps.append(CheckResult("templates", True, "fetched" if fetched else "in the cache"))
-        imported = ensure_imported(engine, project)
+        imported, state = ensure_imported(engine, project)
         steps.append(CheckResult("import", True, "imported" if imported else "up to date"))
         if asked.export_preset is not None:
-            build = export_build(engine, project, asked.export_preset, build_dir(root))
+            build = export_build(engine, project, asked.export_preset, build_dir(root), state)
             steps.append(
                 CheckResult(
                     "export",

@@ -96,17 +96,18 @@ def godot_game(config: TrainConfig, build_root: Path) -> GodotGame:
     }
     notes: list[str] = []
     if config.export_preset is None:
-        if ensure_imported(engine, project):
+        imported, state = ensure_imported(engine, project)
+        if imported:
             notes.append(f"imported {project.path.name} with Godot {engine.release} (once)")
-        state = source_state(project)
         command = engine.run_project(project.path, config.scene, config.engine_args)
         origin.update(way="source", scene=config.scene, commit=state.commit, dirty=state.dirty)
     else:
         folder = build_folder(build_root, project, config.export_preset)
         build = read_build(folder)
-        reason = stale_reason(build, engine, source_state(project))
+        state = source_state(project)
+        reason = stale_reason(build, engine, state)
         if reason is not None:
-            build = export_build(engine, project, config.export_preset, build_root)
+            build = export_build(engine, project, config.export_preset, build_root, state)
             notes.append(
                 f"exported {project.path.name}'s preset {config.export_preset!r} as a "
                 f"{build.kind} in {build.seconds:.1f} s ({reason})"
