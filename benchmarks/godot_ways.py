@@ -29,7 +29,7 @@ from measure import bridge_steps_per_second, free_base_port
 from rich.console import Console
 from rich.table import Table
 
-from game_bridge.godot_engine import cached_engines, find_engine
+from game_bridge.godot_engine import find_engine
 from game_bridge.godot_project import ensure_imported, export_build, read_project
 from game_bridge.launcher import LaunchConfig, close_instances, launch_instances
 
@@ -86,7 +86,7 @@ def main() -> None:
         if args.scripts:
             grow_project(copy, args.scripts)
         project = read_project(copy)
-        engine = find_engine(project.version, cached_engines())
+        engine = find_engine(project.version)
         if engine is None:
             raise SystemExit("no Godot engine: apt-get install godot3-server, or set GODOT_BIN")
         _, state = ensure_imported(engine, project)

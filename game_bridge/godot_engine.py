@@ -64,11 +64,11 @@ class GodotEngine:
         return f"{major}.{minor}" + (f".{patch}" if patch else "")
 
     @property
-    def template_folder(self) -> str:
-        """The folder name its export templates live under: ``4.3.stable``, ``3.2.3.stable``."""
+    def label(self) -> str:
+        """Its release and status, as its export templates' folder is named and as lander
+        says which engine a run trained on: ``4.3.stable``, ``3.2.3.stable``."""
         found = _VERSION.match(self.version)
-        status = found[4] if found is not None else "stable"
-        return f"{self.release}.{status}"
+        return self.version if found is None else f"{self.release}.{found[4]}"
 
     def matches(self, wanted: str | None) -> bool:
         """True when this engine is of the version ``wanted`` (``4.3``, ``4.2.2``, ``3``;
@@ -148,25 +148,22 @@ def engine_at(path: str | Path) -> GodotEngine:
     return GodotEngine(str(Path(found).resolve()), engine_version(str(Path(found).resolve())))
 
 
-def candidate_engines(cached: list[Path]) -> list[str]:
-    """Where an engine may be, in the order lander looks: ``GODOT_BIN``, PATH, then the
-    engines ``lander setup`` fetched (``cached``)."""
-    override = os.environ.get("GODOT_BIN")
-    if override:
-        return [override]
+def _candidates() -> list[str]:
+    """Where an engine may be besides ``GODOT_BIN``, in the order lander looks: PATH, then
+    the engines ``lander setup`` fetched."""
     found = [path for name in ENGINE_NAMES if (path := shutil.which(name)) is not None]
-    return [*dict.fromkeys(found), *(str(path) for path in cached)]
+    return [*dict.fromkeys(found), *(str(path) for path in cached_engines())]
 
 
-def find_engine(wanted: str | None, cached: list[Path]) -> GodotEngine | None:
-    """The first engine of version ``wanted`` (None: any) among :func:`candidate_engines`.
-    ``GODOT_BIN`` is the user's choice and is taken whatever its version.
+def find_engine(wanted: str | None) -> GodotEngine | None:
+    """``GODOT_BIN`` (the user's choice, taken whatever its version), else the first engine
+    of version ``wanted`` (None: any) on PATH or in lander's cache.
 
     :raises GodotEngineError: ``GODOT_BIN`` names no engine.
     """
     if os.environ.get("GODOT_BIN"):
         return engine_at(os.environ["GODOT_BIN"])
-    for path in candidate_engines(cached):
+    for path in _candidates():
         try:
             engine = engine_at(path)
         except GodotEngineError:

@@ -51,11 +51,6 @@ class GodotProject:
     name: str
     version: str | None
 
-    @property
-    def major(self) -> int | None:
-        """The engine's major version the project needs (3 or 4), None when unknown."""
-        return int(self.version.split(".")[0]) if self.version else None
-
 
 def read_project(folder: str | Path) -> GodotProject:
     """The project in ``folder``.
@@ -128,26 +123,19 @@ def _git(project: Path, *args: str) -> str | None:
     return result.stdout.decode(errors="replace") if result.returncode == 0 else None
 
 
-def _file_digest(path: Path) -> bytes:
-    try:
-        return hashlib.sha256(path.read_bytes()).digest()
-    except OSError:
-        return b"<missing>"  # deleted in the work tree: a change too
-
-
 def _blob_id(path: Path) -> bytes:
     """The id git gives a file's contents (what ``ls-files -s`` shows once it is staged), so
     a change staged or not names the same source."""
     try:
         data = path.read_bytes()
     except OSError:
-        return b"<missing>"
+        return b"<missing>"  # deleted in the work tree: a change too
     return hashlib.sha1(b"blob %d\0" % len(data) + data, usedforsecurity=False).hexdigest().encode()
 
 
 def _tracked_digests(project: Path) -> tuple[dict[str, bytes], str | None, bool] | None:
-    """Each tracked file's identity from git (its blob id; a file the work tree changed, its
-    contents' digest), the commit, and whether the work tree differs from it: a large
+    """Each tracked file's blob id from git's index (a file the work tree changed: the id of
+    its contents now), the commit, and whether the work tree differs from it: a large
     project's assets are not read again at every run. None outside a git work tree."""
     listed = _git(project, "ls-files", "-s", "-z", "--", ".")
     if listed is None:
@@ -177,7 +165,7 @@ def source_state(project: GodotProject) -> SourceState:
         for folder, dirs, found in os.walk(project.path):
             dirs[:] = [d for d in dirs if d not in _CACHE_FOLDERS]
             names += [str(Path(folder, n).relative_to(project.path)) for n in found]
-        files = {name: _file_digest(project.path / name) for name in names}
+        files = {name: _blob_id(project.path / name) for name in names}
         commit, dirty = None, False
     else:
         files, commit, dirty = tracked
@@ -307,8 +295,8 @@ def has_templates(engine: GodotEngine) -> bool:
     self-contained engine (``editor_data/``), else the user's data folder."""
     data = Path(os.environ.get("XDG_DATA_HOME") or Path.home() / ".local" / "share")
     folder = "export_templates" if engine.major >= 4 else "templates"
-    beside = Path(engine.path).parent / "editor_data" / folder / engine.template_folder
-    shared = data / "godot" / folder / engine.template_folder
+    beside = Path(engine.path).parent / "editor_data" / folder / engine.label
+    shared = data / "godot" / folder / engine.label
     name = "linux_release.x86_64" if engine.major >= 4 else "linux_x11_64_release"
     return any((place / name).is_file() for place in (beside, shared))
 

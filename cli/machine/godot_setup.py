@@ -21,7 +21,7 @@ from cli.machine.godot_download import (
     release_base,
 )
 from game_bridge.errors import BridgeError, LanderError
-from game_bridge.godot_engine import GodotEngine, cached_engines, engine_cache, find_engine
+from game_bridge.godot_engine import GodotEngine, engine_cache, find_engine
 from game_bridge.godot_project import (
     GodotProject,
     check_preset,
@@ -66,7 +66,7 @@ def _engine(project: GodotProject, asked: GodotSetup) -> tuple[GodotEngine, str,
     """The engine for ``project``: found, else fetched; with what to say and whether lander's
     cache holds it (then its templates can be fetched beside it)."""
     wanted = asked.version or project.version
-    found = find_engine(wanted, cached_engines())
+    found = find_engine(wanted)
     if found is not None:
         cached = Path(found.path).is_relative_to(engine_cache().resolve())
         return found, f"{found.path} ({found.version})", cached

@@ -16,7 +16,6 @@ from typing import Any
 from game_bridge.godot_engine import (
     GodotEngine,
     GodotEngineError,
-    cached_engines,
     engine_cache,
     find_engine,
 )
@@ -54,7 +53,7 @@ def project_engine(project: GodotProject) -> GodotEngine:
 
     :raises GodotEngineError: none is there (the line says how ``setup`` fetches one).
     """
-    engine = find_engine(project.version, cached_engines())
+    engine = find_engine(project.version)
     if engine is None:
         wanted = f"Godot {project.version}" if project.version else "Godot"
         raise GodotEngineError(
@@ -145,7 +144,7 @@ def describe_origin(origin: dict[str, Any]) -> str:
     way = origin.get("way")
     if way == "editor":
         return f"the game in the Godot editor (port {origin.get('port')})"
-    version = str(origin.get("version", "?")).split(".official")[0].split(".custom_build")[0]
+    version = GodotEngine(str(origin.get("engine", "")), str(origin.get("version", "?"))).label
     project = Path(str(origin.get("project", "?"))).name
     commit = origin.get("commit")
     at = f"at {str(commit)[:10]}" if commit else "not in git"
