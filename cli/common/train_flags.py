@@ -94,6 +94,9 @@ def game_defaults_shown(args: list[str]) -> dict[str, str]:
 
 
 ENGINE_ARG = "engine_arg"  # the option of the ``engine_args`` setting: one argument per use
+PATH_SETTINGS = ("game_bin", "opponent", "game_project")
+"""Settings that name a file or folder: made absolute, so a path typed in any folder names
+the same one later (a resume, a tmux window)."""
 _REPEATED = {"game_args": GAME_ARG, "engine_args": ENGINE_ARG}
 """Settings given once per item, by the singular option that gives each."""
 
@@ -188,11 +191,7 @@ def collect_settings(**given: Any) -> dict[str, Any]:
     settings.pop(GAME_ARG, None)
     if ENGINE_ARG in settings:
         settings["engine_args"] = list(settings.pop(ENGINE_ARG))
-    for name in (
-        "game_bin",
-        "opponent",
-        "game_project",
-    ):  # a path from any folder names the same file later
+    for name in PATH_SETTINGS:
         if name not in settings:
             continue
         try:
