@@ -235,6 +235,8 @@ def godot_launch(
         agents = (trained.get("game_args") or {}).get("agents") or trained.get(
             "agents_per_instance"
         )
+        if agents is not None and not str(agents).isdigit():  # a bot file from anywhere
+            fail(f"the bot's trained_with names {agents!r} agents: not a count")
         settings.update(
             game=DEFAULT_GAME,
             game_project=str(game_project.resolve()),
