@@ -10,6 +10,7 @@ in the cache) or a mirror (``--godot-mirror`` / ``LANDER_GODOT_MIRROR``).
 from __future__ import annotations
 
 import hashlib
+import http.client
 import os
 import shutil
 import stat
@@ -110,7 +111,7 @@ def _fetch(release: Release, name: str, into: Path) -> Path:
                     out.write(chunk)
         if expected is not None and target.stat().st_size != int(expected):
             raise OSError(f"got {target.stat().st_size:,} of {int(expected):,} bytes")
-    except (OSError, urllib.error.URLError, ValueError) as exc:
+    except (OSError, urllib.error.URLError, http.client.HTTPException, ValueError) as exc:
         target.unlink(missing_ok=True)
         reason = getattr(exc, "reason", None) or exc
         raise GodotDownloadError(
