@@ -206,3 +206,6 @@ class GameEntry:
     page_plays: Callable[[GameArgs], bool] = lambda _game_args: True
     """Whether the web page plays a bot of these ``--game-arg`` settings (the duel's page
     plays the race, not the chase)."""
+    notes: tuple[str, ...] = ()
+    """What a run says once of the game as lander serves it (a ``gym:`` game's text part
+    that never varies, left out of the observation)."""

@@ -127,7 +127,6 @@ def test_keyword_arguments_reach_the_environment() -> None:
         (["--game", "gym:"], "gym:ENV_ID for a Gymnasium environment"),
         # Gymnasium's module:Env form imports a module: not from a name in a file from elsewhere
         (["--game", "gym:os:CartPole-v1"], "gym:ENV_ID for a Gymnasium environment"),
-        (["--game", "gym:Blackjack-v1"], "Tuple"),
     ],
 )
 def test_a_game_gymnasium_cannot_serve_is_one_line(
@@ -221,9 +220,9 @@ def test_a_game_declaring_sizes_beyond_the_machine_is_one_named_line(
     assert "game instance 0" in line
 
 
-def test_a_discrete_observation_trains_normalized_defaults_and_all(tmp_path: Path) -> None:
-    """FrozenLake observes a square's number: the policy one-hot encodes it, so the
-    default observation normalization leaves it alone (VecNormalize takes vectors only)."""
+def test_a_discrete_observation_trains_and_exports_one_hot(tmp_path: Path) -> None:
+    """FrozenLake observes a square's number: the gym game sends it one-hot (what SB3's
+    policies make of a Discrete), so the run's bot is vectors, which every player reads."""
     trained = lander(
         tmp_path, "train", "lake", "--game", "gym:FrozenLake-v1", "--in-process",
         "--timesteps", "2048", "--no-git",
@@ -231,7 +230,6 @@ def test_a_discrete_observation_trains_normalized_defaults_and_all(tmp_path: Pat
     output = trained.stdout + trained.stderr
     assert trained.returncode == 0, output
     assert "run lake finished" in output and "Traceback" not in output
-    assert (
-        "export skipped: export supports vector observations and camera frames; 'obs' is a Discrete"
-        in output
-    )
+    assert "exported bots/lake.json" in output, output
+    bot = json.loads((tmp_path / "bots" / "lake.json").read_text())
+    assert bot["observation"]["size"] == 16, "the 16 squares, one-hot"

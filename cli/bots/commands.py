@@ -12,8 +12,10 @@ from cli.common import train_flags as flags
 from cli.common.console import fail
 from cli.common.options import (
     DEFAULT_PAGE_PORT,
+    GymPackages,
     check_game,
     game_option,
+    use_gym_packages,
 )
 from cli.common.paths import project_root
 from game_bridge import TRANSPORTS
@@ -99,6 +101,7 @@ def evaluate(
             "(kept in a file of this checkout's own beside the run's records)."
         ),
     ] = False,
+    gym_package: GymPackages = None,
 ) -> None:
     """Score a bot or run: one line of mean_reward, std_reward, success_rate, normalized_score.
 
@@ -107,6 +110,7 @@ def evaluate(
     from cli.bots.bot_flow import evaluate_and_report
 
     check_game(game)
+    use_gym_packages(gym_package)
     if transport is not None and transport not in TRANSPORTS:
         fail(f"--transport must be one of {', '.join(TRANSPORTS)}, got {transport!r}")
     evaluate_and_report(
@@ -155,9 +159,11 @@ def play(
             "to this .json file too."
         ),
     ] = None,
+    gym_package: GymPackages = None,
 ) -> None:
     """Watch a bot fly the bundled game (or --game-bin) in the terminal, without torch; record
     it; or, with --web, in a browser after your cursor."""
+    use_gym_packages(gym_package)
     if web:
         from cli.bots.bot_flow import serve_web_page
 
@@ -200,12 +206,14 @@ def record(
     port: Annotated[int, typer.Option(help="Base TCP port of the game.")] = DEFAULT_PORT,
     seed: Annotated[int, typer.Option(help="Seed of the game.")] = 0,
     agents: Annotated[int, typer.Option(help="Agents playing at once.")] = 4,
+    gym_package: GymPackages = None,
 ) -> None:
     """Record a bot, a run or the game's reference controller playing through the real
     bridge, as a demo file for `lander train RUN --demos FILE` (docs/demos.md)."""
     from cli.bots.demo_flow import record_and_report
 
     check_game(game)
+    use_gym_packages(gym_package)
     record_and_report(
         project_root(), target, policy, episodes, out, game, flags.parse_game_args(game_arg),
         game_bin, port, seed, agents,
@@ -226,12 +234,14 @@ def match(
     game_bin: flags.GameBin = None,
     port: Annotated[int, typer.Option(help="Base TCP port of the game.")] = DEFAULT_PORT,
     seed: Annotated[int, typer.Option(help="Seed of the game.")] = 0,
+    gym_package: GymPackages = None,
 ) -> None:
     """Play bot A against bot B on a game with sides (the real game, through the bridge):
     wins, draws, losses, A's score with its 95% interval and the Elo difference."""
     from cli.bots.bot_flow import match_and_report
 
     check_game(game)
+    use_gym_packages(gym_package)
     match_and_report(project_root(), first, second, games, game, game_bin, port, seed)
 
 
@@ -242,12 +252,14 @@ def ladder(
     ] = None,
     games: Annotated[int, typer.Option(help="Rounds each pair of bots plays.")] = 20,
     port: Annotated[int, typer.Option(help="Base TCP port of the game.")] = DEFAULT_PORT,
+    gym_package: GymPackages = None,
 ) -> None:
     """A round robin of the committed bots of one game with sides, and their ratings
     (derived on demand, like the champion; the matches stay this checkout's own)."""
     from cli.bots.bot_flow import ladder_and_report
 
     check_game(game)
+    use_gym_packages(gym_package)
     if games < 2:
         fail(f"--games must be at least 2 (each bot plays each side), got {games}")
     chosen = game or next(name for name in BUNDLED_GAMES if game_entry(name).sides)

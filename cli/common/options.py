@@ -26,6 +26,30 @@ def check_game(game: str | None) -> None:
         fail(f"--game must be one of {GAME_NAMES}, got {game!r}")
 
 
+GymPackages = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--gym-package",
+        metavar="PACKAGE",
+        help="A package that registers the game's Gymnasium ids when imported (repeatable: "
+        "--gym-package minigrid); a bot file imports nothing by itself.",
+    ),
+]
+
+
+def use_gym_packages(names: list[str] | None) -> None:
+    """Import the packages a user named, so the ids they register exist (one red line for
+    one that is not installed or fails)."""
+    if not names:
+        return
+    from games.gym.packages import GymPackageError, import_packages
+
+    try:
+        import_packages(names)
+    except GymPackageError as exc:
+        fail(str(exc))
+
+
 RunName = Annotated[
     str,
     typer.Argument(metavar="RUN", help="Run name: letters, digits, '-', '_', '.' (at most 64)."),

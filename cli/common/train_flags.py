@@ -94,10 +94,11 @@ def game_defaults_shown(args: list[str]) -> dict[str, str]:
 
 
 ENGINE_ARG = "engine_arg"  # the option of the ``engine_args`` setting: one argument per use
+GYM_PACKAGE = "gym_package"  # the option of the ``gym_packages`` setting: one package per use
 PATH_SETTINGS = ("game_bin", "opponent", "game_project")
 """Settings that name a file or folder: made absolute, so a path typed in any folder names
 the same one later (a resume, a tmux window)."""
-_REPEATED = {"game_args": GAME_ARG, "engine_args": ENGINE_ARG}
+_REPEATED = {"game_args": GAME_ARG, "engine_args": ENGINE_ARG, "gym_packages": GYM_PACKAGE}
 """Settings given once per item, by the singular option that gives each."""
 
 
@@ -112,7 +113,7 @@ def _parameter(item: Field[Any]) -> inspect.Parameter:
     panel = item.metadata["panel"]
     base = _base_type(item.name)
     if item.name in _REPEATED:
-        each = "KEY=VALUE" if item.name == "game_args" else "ARG"
+        each = {"game_args": "KEY=VALUE", "gym_packages": "PACKAGE"}.get(item.name, "ARG")
         option = typer.Option(flag, metavar=each, help=help_text, rich_help_panel=panel)
         return inspect.Parameter(
             _REPEATED[item.name], inspect.Parameter.KEYWORD_ONLY, default=None,
@@ -189,8 +190,9 @@ def collect_settings(**given: Any) -> dict[str, Any]:
     if settings.get(GAME_ARG):
         settings["game_args"] = parse_game_args(settings.pop(GAME_ARG))
     settings.pop(GAME_ARG, None)
-    if ENGINE_ARG in settings:
-        settings["engine_args"] = list(settings.pop(ENGINE_ARG))
+    for option, name in ((ENGINE_ARG, "engine_args"), (GYM_PACKAGE, "gym_packages")):
+        if option in settings:
+            settings[name] = list(settings.pop(option))
     for name in PATH_SETTINGS:
         if name not in settings:
             continue
@@ -210,7 +212,7 @@ def settings_argv(settings: dict[str, Any]) -> list[str]:
         if name == "game_args":
             for key, item in value.items():
                 argv += [flag, f"{key}={item}"]
-        elif name == "engine_args":
+        elif name in ("engine_args", "gym_packages"):
             argv += [f"{flag}={item}" for item in value]
         elif isinstance(value, bool):
             argv.append(flag if value else f"--no-{flag.removeprefix('--')}")

@@ -19,10 +19,12 @@ from game_bridge import protocol
 from game_bridge.errors import ProtocolViolation
 from game_bridge.game_loop import read_arguments, run_game
 from game_bridge.spaces import parse_env_info
+from games.gym.packages import PACKAGE_ARGUMENT, GymPackageError, import_packages, packages_of
 from games.gym.view import GameView, UnsupportedEnv, make_view, parse_kwargs
 
 LAUNCH_ARGUMENTS = frozenset(
     {"env_id", "port", "env_seed", "transport", "agents", "speedup", "action_repeat"}
+    | {PACKAGE_ARGUMENT}
 )
 """Arguments of the launch itself (PROTOCOL.md), never the environment's."""
 
@@ -200,9 +202,10 @@ def main(argv: list[str] | None = None) -> int:
         repeat = int(values["action_repeat"]) if "action_repeat" in values else None
         if repeat is not None and repeat < 1:
             raise ValueError(f"--action_repeat must be at least 1, got {repeat}")
+        import_packages(packages_of(values.get(PACKAGE_ARGUMENT)))
         kwargs = parse_kwargs({k: v for k, v in values.items() if k not in LAUNCH_ARGUMENTS})
         views = [make_view(env_id, kwargs, repeat=repeat) for _ in range(agents)]
-    except (ValueError, UnsupportedEnv) as exc:
+    except (ValueError, UnsupportedEnv, GymPackageError) as exc:
         print(f"gym-game: {exc}", file=sys.stderr)
         return 2
     _resize_on_one_core()

@@ -95,6 +95,7 @@ def entry_for(env_id: str) -> GameEntry:
     threshold = spec.reward_threshold if spec is not None else None
     obs_size = sum(math.prod(part.space.shape or (1,)) for part in view.parts)
     pictures = any(part.is_image for part in view.parts)
+    notes = tuple(f"{PREFIX}{env_id}: {note}" for note in view.notes)
     view.close()
     action_size = int(action_space.shape[0]) if isinstance(action_space, spaces.Box) else 1
 
@@ -128,4 +129,5 @@ def entry_for(env_id: str) -> GameEntry:
         sees_pictures=lambda game_args: kind(game_args)[0],
         continuous_actions=lambda game_args: kind(game_args)[1],
         race_reward=float(threshold) if threshold is not None else None,
+        notes=notes,
     )

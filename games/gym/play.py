@@ -11,7 +11,7 @@ import numpy as np
 from game_bridge.bot_runner import BotRunner
 from game_bridge.frame_stack import start_episodes
 from game_bridge.protocol import game_score
-from games.gym.view import UnsupportedEnv, make_view, parse_kwargs
+from games.gym.view import UnsupportedEnv, batch_observations, make_view, parse_kwargs
 from games.spec import PlayOptions, PlayResult
 
 DEFAULT_FPS = 50
@@ -52,7 +52,7 @@ def play_episodes(env_id: str, bot: BotRunner, options: PlayOptions) -> PlayResu
     for _ in range(steps):
         if mode is not None and len(frames) < MAX_FRAMES:
             frames.append(np.asarray(views[0].render()))
-        actions = policy(np.asarray(obs))
+        actions = policy(batch_observations(obs))
         ended = np.zeros(len(views), dtype=bool)
         for i, view in enumerate(views):
             ob, reward, terminated, truncated, info = view.step(actions[i])

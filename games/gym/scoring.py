@@ -11,7 +11,7 @@ from gymnasium import spaces
 
 from game_bridge.frame_stack import start_episodes
 from game_bridge.protocol import game_score
-from games.gym.view import GameView, make_view, parse_kwargs
+from games.gym.view import GameView, batch_observations, make_view, parse_kwargs
 from games.spec import Policy
 
 MAX_EPISODE_STEPS = 100_000
@@ -60,7 +60,7 @@ class GymScorer:
             if not active.any():
                 break
             rows = np.arange(episodes) if stateful else np.flatnonzero(active)
-            actions = np.asarray(policy(np.asarray([obs[i] for i in rows.tolist()])))
+            actions = np.asarray(policy(batch_observations([obs[i] for i in rows.tolist()])))
             restarted = np.zeros(episodes, dtype=bool)
             for i, action in zip(rows.tolist(), actions, strict=True):
                 if not active[i]:

@@ -1,6 +1,7 @@
 """A Gymnasium environment as the protocol shows it, the same over TCP and in-process:
 one flat float32 observation with its bounds per dimension (or one discrete), a picture
-(a uint8 image, channels first, under a camera key), or a dictionary of such parts, and
+(a uint8 image, channels first, under a camera key), or a dictionary of such parts
+(``games/gym/parts.py`` makes them of the spaces environment libraries use), and
 an action the bridge sends in [-1, 1] for a Box (rescaled here to the environment's own
 bounds, as the plugin's continuous actions are) or a choice for a Discrete. An ALE game
 gets the field's standard preprocessing first (``games/gym/atari.py``).
@@ -11,25 +12,16 @@ Imports only gymnasium and numpy, so the game process stays light.
 from __future__ import annotations
 
 import ast
-from dataclasses import dataclass
 from typing import Any
 
 import gymnasium
 import numpy as np
 from gymnasium import spaces
 
-OBS_KEY = "obs"
-IMAGE_KEY = "obs_2d"
-"""The key of an observation that is a picture: ``2d`` in a key is the plugin's mark of a
-camera, which lander's policies see through a camera encoder."""
+from games.gym.parts import IMAGE_KEY, OBS_KEY, ObservationPart, UnsupportedEnv, observation_parts
+
+__all__ = ["IMAGE_KEY", "OBS_KEY", "GameView", "ObservationPart", "UnsupportedEnv", "make_view"]
 ACTION_KEY = "action"
-MAX_OBSERVATION_VALUES = 100_000
-"""A flat vector larger than this is refused by name rather than sent as JSON numbers (a
-picture, a uint8 image, is a camera key instead and is not counted here)."""
-
-
-class UnsupportedEnv(ValueError):
-    """A Gymnasium environment whose spaces the gym game cannot serve."""
 
 
 def parse_kwargs(game_args: dict[str, str]) -> dict[str, Any]:
@@ -46,113 +38,12 @@ def parse_kwargs(game_args: dict[str, str]) -> dict[str, Any]:
     return kwargs
 
 
-def _finite_or_none(values: np.ndarray) -> list[float | None]:
-    """Bounds for JSON, which has no infinity: null for an unbounded side."""
-    limit = float(np.finfo(np.float32).max)
-    return [float(v) if np.isfinite(v) and abs(v) < limit else None for v in values.tolist()]
-
-
-@dataclass(frozen=True)
-class ObservationPart:
-    """One key of the observation as the protocol carries it.
-
-    :param key: the key on the wire (:data:`IMAGE_KEY` or ``<name>_2d`` for a picture).
-    :param source: the environment's own key in a dictionary observation (None: the
-        observation is this part).
-    :param space: the part as the bridge declares it (Discrete, float32 Box, or for a
-        picture a uint8 Box, channels first).
-    :param channels_last: a picture the environment gives as ``H x W x C``.
-    :param start: a Discrete's first value, subtracted so choices count from 0.
-    """
-
-    key: str
-    source: str | None
-    space: spaces.Space[Any]
-    channels_last: bool = False
-    start: int = 0
-
-    @property
-    def is_image(self) -> bool:
-        """True for a picture (a camera key)."""
-        return isinstance(self.space, spaces.Box) and self.space.dtype == np.uint8
-
-    def convert(self, value: Any) -> Any:
-        """The environment's value of this part as the bridge carries it."""
-        if isinstance(self.space, spaces.Discrete):
-            return int(value) - self.start
-        if self.is_image:
-            frame = np.asarray(value, dtype=np.uint8)
-            if frame.ndim == 2:
-                return frame[None]
-            return np.ascontiguousarray(frame.transpose(2, 0, 1)) if self.channels_last else frame
-        return np.asarray(value, dtype=np.float32).reshape(-1)
-
-    def entry(self) -> dict[str, Any]:
-        """The part's entry in the ``env_info`` reply, bounds per dimension (null where
-        unbounded)."""
-        space = self.space
-        if isinstance(space, spaces.Discrete):
-            return {"size": int(space.n), "space": "discrete"}
-        assert isinstance(space, spaces.Box)
-        if self.is_image:
-            return {"size": [int(v) for v in space.shape], "space": "box"}
-        return {
-            "size": [int(space.shape[0])],
-            "space": "box",
-            "low": _finite_or_none(space.low),
-            "high": _finite_or_none(space.high),
-        }
-
-
-MIN_PICTURE_SIDE = 8
-"""A uint8 Box whose two picture sides are both at least this is a picture."""
-
-
-def _picture_shape(space: spaces.Box) -> tuple[tuple[int, int, int], bool] | None:
-    """``(channels first shape, channels last?)`` of a uint8 Box that is a picture
-    (``H x W``, ``H x W x C`` or ``C x H x W``, the channels the smallest side), else None."""
-    shape = tuple(int(v) for v in space.shape)
-    if space.dtype != np.uint8 or len(shape) not in (2, 3):
-        return None
-    if len(shape) == 2:
-        chw, last = (1, *shape), False
-    elif shape[-1] <= 4 < shape[0]:
-        chw, last = (shape[2], shape[0], shape[1]), True
-    else:
-        chw, last = (shape[0], shape[1], shape[2]), False
-    return ((chw[0], chw[1], chw[2]), last) if min(chw[1:]) >= MIN_PICTURE_SIDE else None
-
-
-def _observation_part(source: str | None, space: spaces.Space[Any]) -> ObservationPart:
-    """The part of an observation (or of a dictionary's key ``source``) the bridge sees.
-
-    :raises UnsupportedEnv: a space other than Box and Discrete, a vector too large, or a
-        vector key whose name marks a picture.
-    """
-    name = OBS_KEY if source is None else source
-    if isinstance(space, spaces.Discrete):
-        return ObservationPart(name, source, spaces.Discrete(int(space.n)), start=int(space.start))
-    if not isinstance(space, spaces.Box):
-        raise UnsupportedEnv(
-            f"it observes a {type(space).__name__} space; the gym game serves Box and "
-            "Discrete observations (and dictionaries of them)"
-        )
-    picture = _picture_shape(space)
-    if picture is not None:
-        shape, last = picture
-        key = IMAGE_KEY if source is None else source if "2d" in source else f"{source}_2d"
-        return ObservationPart(key, source, spaces.Box(0, 255, shape, np.uint8), last)
-    if "2d" in name:
-        raise UnsupportedEnv(f"its key {name!r} is not a picture, but a key with 2d names one")
-    size = int(np.prod(space.shape))
-    if size > MAX_OBSERVATION_VALUES or size < 1:
-        raise UnsupportedEnv(
-            f"its observation has {size:,} values; the gym game serves vectors of "
-            f"1 to {MAX_OBSERVATION_VALUES:,} and pictures (a uint8 image)"
-        )
-    low = np.asarray(space.low, dtype=np.float32).reshape(-1)
-    high = np.asarray(space.high, dtype=np.float32).reshape(-1)
-    return ObservationPart(name, source, spaces.Box(low, high, (size,), np.float32))
+def batch_observations(rows: list[Any]) -> Any:
+    """Observations of several copies as one batch, as a bot takes them: a dictionary's
+    keys stacked each."""
+    if rows and isinstance(rows[0], dict):
+        return {key: np.stack([row[key] for row in rows]) for key in rows[0]}
+    return np.asarray(rows)
 
 
 def action_scale(low: np.ndarray, high: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -181,26 +72,24 @@ def action_scale(low: np.ndarray, high: np.ndarray) -> tuple[np.ndarray, np.ndar
 class GameView(gymnasium.Wrapper[Any, Any, Any, Any]):
     """The environment as the bridge sees it (see the module's docstring).
 
-    :raises UnsupportedEnv: spaces other than Box and Discrete observations (or a
-        dictionary of them), and Box, Discrete and MultiDiscrete actions.
+    :raises UnsupportedEnv: an observation part ``games/gym/parts.py`` cannot serve, and
+        actions other than Box, Discrete and MultiDiscrete.
     """
 
     def __init__(self, env: gymnasium.Env[Any, Any], frames_per_step: int = 1) -> None:
         super().__init__(env)
         self.frames_per_step = frames_per_step
         """The game's own steps (frames) one step of the view holds an action for."""
-        inner_obs, inner_action = env.observation_space, env.action_space
-        if isinstance(inner_obs, spaces.Dict):
-            self.parts = tuple(
-                _observation_part(str(key), sub) for key, sub in inner_obs.spaces.items()
-            )
-            if len({part.key for part in self.parts}) < len(self.parts):
-                raise UnsupportedEnv("two of its keys name one key on the wire")
+        inner_action = env.action_space
+        parts, notes = observation_parts(env)
+        self.parts = parts
+        self.notes = notes
+        """What was left out of the observation (a text that never varies), a line each."""
+        if parts[0].source:  # a dictionary or a tuple: a key per part, in the env's order
             # A list of pairs keeps the environment's order (a mapping would be sorted).
-            self.observation_space = spaces.Dict([(p.key, p.space) for p in self.parts])
+            self.observation_space = spaces.Dict([(p.key, p.space) for p in parts])
         else:
-            self.parts = (_observation_part(None, inner_obs),)
-            self.observation_space = self.parts[0].space
+            self.observation_space = parts[0].space
         self._scale: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
         self._action_start: np.ndarray | int = 0
         if isinstance(inner_action, spaces.Box):
@@ -225,7 +114,7 @@ class GameView(gymnasium.Wrapper[Any, Any, Any, Any]):
     def observation(self, obs: Any) -> Any:
         """The environment's observation as the protocol carries it."""
         if isinstance(self.observation_space, spaces.Dict):
-            return {part.key: part.convert(obs[part.source]) for part in self.parts}
+            return {part.key: part.convert(part.pick(obs)) for part in self.parts}
         return self.parts[0].convert(obs)
 
     def env_action(self, action: Any) -> Any:
@@ -287,8 +176,9 @@ def make_view(
         env = gymnasium.make(env_id, **settings)
     except gymnasium.error.Error as exc:
         hint = ""
-        if env_id not in gymnasium.registry and not atari.register_ale():
-            hint = " (Atari ids need ale-py, which `./lander setup` installs)"
+        if env_id not in gymnasium.registry:
+            ale = "" if atari.register_ale() else "Atari ids need ale-py (`./lander setup`); "
+            hint = f" ({ale}an id a package registers on import needs --gym-package PACKAGE)"
         raise UnsupportedEnv(str(exc).splitlines()[0] + hint) from None
     except (TypeError, ValueError, ImportError, ModuleNotFoundError) as exc:
         raise UnsupportedEnv(

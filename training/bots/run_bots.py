@@ -16,6 +16,12 @@ from rich.console import Console
 from game_bridge.bot_runner import BotFormatError, BotRunner
 from game_bridge.launcher import LaunchConfig, game_command
 from games import DEFAULT_GAME, EDITOR_GAME
+from games.gym.packages import (
+    GymPackageError,
+    check_package_name,
+    import_packages,
+    imported_packages,
+)
 from training.config import ConfigError, TrainConfig, apply_overrides, check_config
 from training.errors import ExportError, GameNotGiven, game_not_given
 from training.evaluation.ratings import LEARNER
@@ -49,6 +55,7 @@ def trained_with(config: TrainConfig) -> dict[str, Any]:
         "action_repeat": config.action_repeat,
         "speedup": config.speedup,
         "agents_per_instance": config.agents_per_instance,
+        "gym_packages": list(config.gym_packages),
     }
 
 
@@ -62,6 +69,7 @@ BOT_SETTINGS = (
     "action_repeat",
     "speedup",
     "agents_per_instance",
+    "gym_packages",
 )
 """The settings of its run a bot records in ``trained_with`` (:func:`trained_with`)."""
 
@@ -86,6 +94,7 @@ def checked_trained_with(raw: object) -> dict[str, Any]:
             "the bot's trained_with is not one lander wrote: game_args must map names to text"
         )
     given = {name: raw[name] for name in BOT_SETTINGS if raw.get(name) is not None}
+    _check_packages_imported(given.get("gym_packages") or [])
     if given.get("game") == EDITOR_GAME:
         given["n_parallel"] = 1  # as its run was: the one game a person ran
     try:
@@ -93,6 +102,26 @@ def checked_trained_with(raw: object) -> dict[str, Any]:
     except ConfigError as exc:
         raise BotFormatError(f"the bot's trained_with is not one lander wrote: {exc}") from None
     return dict(raw)
+
+
+def _check_packages_imported(packages: object) -> None:
+    """A bot names the packages its game's ids come from; a bot file may come from anyone,
+    so they are imported only where the user names them (``--gym-package``).
+
+    :raises BotFormatError: a list that is not names of packages.
+    :raises GymPackageError: a package not imported, with the option that imports it.
+    """
+    if not isinstance(packages, list) or not all(isinstance(name, str) for name in packages):
+        raise BotFormatError("the bot's trained_with is not one lander wrote: gym_packages")
+    for name in packages:
+        check_package_name(name)
+    missing = [name for name in packages if name not in imported_packages()]
+    if missing:
+        options = " ".join(f"--gym-package {name}" for name in missing)
+        raise GymPackageError(
+            f"the bot's game comes from {', '.join(missing)}, and a bot file imports nothing by "
+            f"itself: give {options} to import {'them' if len(missing) > 1 else 'it'} here"
+        )
 
 
 def bundled_settings(trained: dict[str, Any]) -> GameSettings:
@@ -279,8 +308,11 @@ def bot_target(path: Path) -> EvalTarget:
 def run_target(paths: RunPaths, console: Console | None = None) -> EvalTarget:
     """A run as an evaluation target: its exported bot if there is one, else its checkpoint."""
     record = _record_of(paths)
-    # The run's own record names its game only when this checkout trained it.
+    # The run's own record names its game (and the packages of its ids) only when this
+    # checkout trained it.
     own_game = record.config.game_bin if record is not None and owns_run(paths) else None
+    if record is not None and owns_run(paths):
+        import_packages(record.config.gym_packages)
     if paths.bot_json.exists():
         return replace(bot_target(paths.bot_json), game_bin=own_game)
     from training.ppo.inference import load_for_inference

@@ -18,6 +18,7 @@ from games import (
     game_entry,
     is_game_name,
 )
+from games.gym.packages import GymPackageError, check_package_name
 from training.config.declare import ConfigError
 from training.config.settings import TrainConfig
 
@@ -78,6 +79,7 @@ def check_config(config: TrainConfig) -> TrainConfig:
             raise ConfigError(f"--game-url: {exc}") from None
     if not is_game_name(config.game):
         raise ConfigError(f"game must be one of {GAME_NAMES}, got {config.game!r}")
+    _check_gym_packages(config)
     if config.own_game is None:
         check_bundled_game_args(config.game, config.game_args, config.action_repeat)
     if config.game_bin is not None and config.game != DEFAULT_GAME:
@@ -92,6 +94,23 @@ def check_config(config: TrainConfig) -> TrainConfig:
             f"port must leave room for {config.n_parallel} instances below 65536, got {config.port}"
         )
     return config
+
+
+def _check_gym_packages(config: TrainConfig) -> None:
+    """Package names that are module paths, for a ``gym:`` game (nothing is imported here:
+    a bot file's settings are checked too, and a file imports nothing by itself)."""
+    if not config.gym_packages:
+        return
+    if not config.game.startswith(GYM_PREFIX) or config.own_game is not None:
+        raise ConfigError(
+            f"--gym-package imports packages that register Gymnasium ids: it goes with "
+            f"--game {GYM_PREFIX}ENV_ID, not {config.own_game or config.game}"
+        )
+    for name in config.gym_packages:
+        try:
+            check_package_name(name)
+        except GymPackageError as exc:
+            raise ConfigError(str(exc)) from None
 
 
 def _check_godot(config: TrainConfig) -> None:

@@ -154,6 +154,13 @@ class TrainConfig:
         factory=dict,
         panel="Games",
     )
+    gym_packages: list[str] = setting(
+        help=f"With --game {GYM_PREFIX}ENV_ID: a package that registers its ids when imported "
+        "(repeatable: --gym-package minigrid), imported in the trainer and every game. A run "
+        "records it; a bot file or a record from another checkout never imports it by itself.",
+        factory=list,
+        panel="Games",
+    )
     in_process: bool = setting(
         False,
         help="Train on the game's in-process gymnasium env (no TCP): debugging, speed reference.",

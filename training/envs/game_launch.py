@@ -24,6 +24,7 @@ from game_bridge.launcher import (
 )
 from game_bridge.spaces import EnvInfo
 from games import EDITOR_GAME, launch_settings
+from games.gym.packages import package_arguments
 from training.config import MAX_SETTINGS_BYTES, ConfigError, TrainConfig
 from training.envs.godot_games import godot_game
 
@@ -73,6 +74,8 @@ def launch_config(
         launch: dict[str, Any] = {"command": list(godot.command)}
     else:
         launch = game_launch(config.game, config.game_bin)
+        if config.gym_packages:  # the game processes import what the trainer did
+            launch["command"] = [*launch["command"], *package_arguments(config.gym_packages)]
     cluster = None
     if config.cluster is not None:
         from game_bridge.cluster import GameCluster  # Ray: only when a cluster is asked for

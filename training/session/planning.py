@@ -12,6 +12,7 @@ from typing import Any
 from rich.console import Console
 
 from games import BUNDLED_GAMES, EDITOR_GAME, game_entry
+from games.gym.packages import import_packages
 from training.bots.run_bots import trained_with
 from training.config import (
     CONTINUOUS_PICTURE_DEFAULTS,
@@ -94,9 +95,17 @@ class TrainPlan:
 
 
 def _given_settings(
-    base: TrainConfig, file_settings: dict[str, Any], request: TrainRequest
+    base: TrainConfig,
+    file_settings: dict[str, Any],
+    request: TrainRequest,
+    recorded_by: str | None = None,
 ) -> TrainConfig:
-    """``base`` under the request's config file (read once, by the caller), then its flags."""
+    """``base`` under the request's config file (read once, by the caller), then its flags;
+    the ``--gym-package``s imported (the game's ids exist only then).
+
+    :param recorded_by: the run whose record from another checkout ``base`` is, or None
+        (its packages are imported only where the user names them again).
+    """
     config = base
     if request.config_file is not None:
         config = apply_overrides(config, file_settings, f"config file {request.config_file}")
@@ -104,6 +113,14 @@ def _given_settings(
     named = {*file_settings, *request.overrides}
     if config.game == EDITOR_GAME and "n_parallel" not in named:
         config = replace(config, n_parallel=1)  # one game: the one a person runs
+    if recorded_by is not None and "gym_packages" not in named and config.gym_packages:
+        raise ConfigError(
+            f"run {recorded_by} (trained in another checkout) imported "
+            f"{', '.join(config.gym_packages)}: a record from elsewhere imports nothing by "
+            f"itself; name {'them' if len(config.gym_packages) > 1 else 'it'} here: "
+            + " ".join(f"--gym-package {name}" for name in config.gym_packages)
+        )
+    import_packages(config.gym_packages)
     return check_config(config)
 
 
@@ -175,6 +192,7 @@ def plan_training(request: TrainRequest, console: Console | None = None) -> Trai
     recorded: TrainConfig | None = None  # the resumed run's own settings, where readable
     parent: str | None = None
     foreign_game: str | None = None
+    foreign_record: str | None = None  # the resumed run, where another checkout recorded it
     damaged = False  # resuming in place a run whose run.json cannot be read
     if request.resume is not None:
         resume_point = find_resume_point(request.root, request.resume, console)
@@ -185,7 +203,8 @@ def plan_training(request: TrainRequest, console: Console | None = None) -> Trai
         source_record = _readable_record(source, console) if source is not None else None
         if source is not None and source_record is not None:
             base = recorded = replace(source_record.config, **SESSION_SETTINGS)
-            if base.game_bin is not None and not owns_run(source):
+            if not owns_run(source):
+                foreign_record = source.run
                 foreign_game = base.game_bin  # named by a record from elsewhere
         if source_run != request.run:
             parent = source_run
@@ -210,7 +229,7 @@ def plan_training(request: TrainRequest, console: Console | None = None) -> Trai
             f"continue it there, or branch it here with: lander resume {request.run} --as NEW_NAME"
         )
     file_settings = load_config_file(request.config_file) if request.config_file else {}
-    config = _given_settings(base, file_settings, request)
+    config = _given_settings(base, file_settings, request, foreign_record)
     if recorded is not None:
         _check_shape_kept(recorded, config, source_run)
     if resume_point is None:
@@ -220,7 +239,10 @@ def plan_training(request: TrainRequest, console: Console | None = None) -> Trai
             tuned["n_epochs"] = MEMORY_N_EPOCHS
         if tuned:
             config = _given_settings(
-                apply_overrides(base, tuned, f"the {config.game} game"), file_settings, request
+                apply_overrides(base, tuned, f"the {config.game} game"),
+                file_settings,
+                request,
+                foreign_record,
             )
     named_here = "game_bin" in request.overrides
     if foreign_game is not None and config.game_bin == foreign_game and not named_here:

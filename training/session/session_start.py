@@ -112,6 +112,9 @@ def begin_session(request: TrainRequest, console: Console) -> SessionStart:
             if plan.config.game_project is not None:
                 for note in godot_game(plan.config, plan.paths.root / "build").notes:
                     console.print(note)
+            elif plan.config.own_game is None:
+                for note in game_entry(plan.config.game).notes:
+                    console.print(note)
             launch.announce = lambda listening: console.print(editor_prompt(listening))
             games = EarlyGames(launch)
         except BaseException:
