@@ -23,6 +23,7 @@ run that never got there counts as never) and zoo / lander (0 where lander never
     .venv/bin/python benchmarks/any_game.py --envs CartPole-v1,Pendulum-v1 --seeds 1
     .venv/bin/python benchmarks/any_game.py --settings '{"normalize_rewards": false}'  # a candidate
     .venv/bin/python benchmarks/any_game.py --table a.json b.json  # --out files, merged
+    .venv/bin/python benchmarks/any_game.py --envs MiniGrid-DoorKey-5x5-v0 --gym-packages minigrid
     .venv/bin/python benchmarks/any_game.py --envs BipedalWalker-v3 --sides zoo --out z.json
         # a long environment's sides apart (each on a quiet box), merged by --table
 """
@@ -44,6 +45,8 @@ import gymnasium
 from measure import free_base_port
 from rich.console import Console
 from rich.table import Table
+
+from games.gym.packages import import_packages
 
 ROOT = Path(__file__).resolve().parent.parent
 RUNNER = Path(__file__).resolve().parent / "skill_runner.py"
@@ -95,8 +98,9 @@ def zoo_settings(env: str) -> dict[str, object]:
     return dict(table[env])
 
 
-def run_zoo(env: str, seed: int, budget: int, cap_s: float) -> Curve:
-    """RL Zoo's own trainer on ``env`` with its tuned settings."""
+def run_zoo(env: str, seed: int, budget: int, cap_s: float, packages: list[str]) -> Curve:
+    """RL Zoo's own trainer on ``env`` with its tuned settings (``--gym-packages``: the
+    packages that register the id, as the zoo imports them)."""
     with tempfile.TemporaryDirectory(prefix="zoo-") as folder:
         logs = Path(folder)
         launched = time.time()
@@ -104,6 +108,7 @@ def run_zoo(env: str, seed: int, budget: int, cap_s: float) -> Curve:
             str(ZOO_PYTHON), "-m", "rl_zoo3.train", "--algo", "ppo", "--env", env,
             "--seed", str(seed), "--eval-freq", "-1", "--tensorboard-log", str(logs / "tb"),
             "--log-folder", str(logs / "zoo"), "-n", str(budget), "--verbose", "0",
+            *(["--gym-packages", *packages] if packages else []),
         ]  # fmt: skip
         try:
             subprocess.run(command, capture_output=True, timeout=cap_s, check=True)
@@ -250,10 +255,11 @@ def setup() -> None:
     pip = [str(python), "-m", "pip", "install", "--quiet"]
     subprocess.run([*pip, "torch>=2.3,<2.14"], check=True)
     # tensorboard: the zoo logs rollout/ep_rew_mean there, which is what is read back.
-    # ale-py and OpenCV: the zoo's Atari side (benchmarks/pictures.py).
+    # ale-py and OpenCV: the zoo's Atari side (benchmarks/pictures.py); minigrid: its
+    # MiniGrid entries (--gym-packages minigrid).
     subprocess.run(
         [*pip, "rl_zoo3>=2.9,<2.10", "gymnasium[box2d]>=1.0,<2", "tensorboard>=2.15,<3",
-         "ale-py>=0.9,<1", "opencv-python-headless>=4.8,<5"],
+         "ale-py>=0.9,<1", "opencv-python-headless>=4.8,<5", "minigrid>=3,<4"],
         check=True,
     )  # fmt: skip
     console.print(f"RL Zoo installed in {python.parent.parent}")
@@ -274,6 +280,11 @@ def main() -> None:
         default="zoo,lander",
         help="which sides to run (a long environment's sides may run apart, merged by --table)",
     )
+    parser.add_argument(
+        "--gym-packages",
+        default="",
+        help="comma-separated packages that register the ids (minigrid): both sides import them",
+    )
     parser.add_argument("--out", type=Path, default=None, help="write every curve here (JSON)")
     parser.add_argument(
         "--table",
@@ -292,6 +303,10 @@ def main() -> None:
     if not ZOO_PYTHON.exists():
         raise SystemExit("no .venv-zoo: run benchmarks/any_game.py --setup first")
     settings = json.loads(args.settings)
+    packages = [name for name in args.gym_packages.split(",") if name]
+    if packages:  # gymnasium.spec() of their ids here, and lander's --gym-package
+        import_packages(packages)
+        settings = {"gym_packages": packages, **settings}
     sides = args.sides.split(",")
     if not sides or set(sides) - {"zoo", "lander"}:
         raise SystemExit(f"--sides takes zoo, lander or both, not {args.sides!r}")
@@ -304,7 +319,7 @@ def main() -> None:
             order = ("zoo", "lander") if seed % 2 == 0 else ("lander", "zoo")
             for side in (side for side in order if side in sides):
                 run = (
-                    run_zoo(env, seed, budget, args.cap)
+                    run_zoo(env, seed, budget, args.cap, packages)
                     if side == "zoo"
                     else run_lander(env, seed, budget, args.cap, settings)
                 )

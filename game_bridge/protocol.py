@@ -74,6 +74,16 @@ GAME_OVER = "game_over"
 game goes on (an Atari life lost), so its return is no game's score."""
 
 
+IDLE = "lander_idle"
+"""A step's info key (lander's): true where the step did not use the agent's action (not
+its turn in a turn-based game); its reward still counts. The trainer learns nothing from
+the action (``training/envs/game_monitor.py``)."""
+GONE = "lander_gone"
+"""A step's info key (lander's): true while an agent that left its game mid-episode waits
+for the others (a PettingZoo agent that died): its episode ended on the step it left;
+these steps are no one's, and neither their rewards nor their actions count."""
+
+
 def game_score(info: dict[str, Any], episode_return: float) -> float | None:
     """The score to print and log for an episode that just ended: the game's raw
     :data:`SCORE` where it sends one, None where only the learner's episode ended

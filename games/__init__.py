@@ -34,10 +34,16 @@ DEFAULT_GAME = BUNDLED_GAMES[0]
 """The game a run plays when it names none."""
 GYM_PREFIX = "gym:"
 """``gym:ENV_ID`` names any installed Gymnasium environment as a game (``games/gym/``)."""
+PZ_PREFIX = "pz:"
+"""``pz:MODULE`` names a PettingZoo game by its module (``games/pz/``)."""
+PZ_LIBRARIES = ("pettingzoo", "mpe2")
+"""The PettingZoo libraries whose games a name may import by itself; another module is
+imported only once its package is named (``--gym-package``): a name may come from a file
+made elsewhere."""
 EDITOR_GAME = "editor"
 """``--game editor``: no game is launched; the run waits for the one a person starts in the
 Godot editor (its ``Sync`` node connects to the trainer's port when the scene plays)."""
-GAME_NAMES = f"{'|'.join(BUNDLED_GAMES)}|{GYM_PREFIX}ENV_ID|{EDITOR_GAME}"
+GAME_NAMES = f"{'|'.join(BUNDLED_GAMES)}|{GYM_PREFIX}ENV_ID|{PZ_PREFIX}MODULE|{EDITOR_GAME}"
 """What ``--game`` may name, for help and errors."""
 
 
@@ -51,6 +57,28 @@ _GYM_ID = re.compile(r"[A-Za-z0-9_.\-]+(/[A-Za-z0-9_.\-]+)?")
 from elsewhere must not import code."""
 
 
+_MODULE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)+")
+"""A PettingZoo game's module path (``pettingzoo.classic.tictactoe_v3``)."""
+
+
+def _pz_entry(module: str) -> GameEntry:
+    """The entry of ``pz:MODULE``, imported only from a PettingZoo library or a package
+    this process imported already (named with ``--gym-package``)."""
+    top = module.split(".")[0]
+    if top not in PZ_LIBRARIES and top not in sys.modules:
+        raise UnknownGame(
+            f"--game {PZ_PREFIX}{module}: a game outside PettingZoo's own libraries is imported "
+            f"only where its package is named: --gym-package {top}"
+        )
+    from games.gym.parts import UnsupportedEnv
+
+    try:
+        entry: GameEntry = importlib.import_module("games.pz.entry").entry_for(module)
+    except UnsupportedEnv as exc:
+        raise UnknownGame(str(exc)) from None
+    return entry
+
+
 def is_game_name(name: str) -> bool:
     """True for a bundled game's name, ``gym:ENV_ID`` (whether the id exists is
     :func:`game_entry`'s to say) or the game in the editor."""
@@ -58,6 +86,8 @@ def is_game_name(name: str) -> bool:
         return True
     if name.startswith(GYM_PREFIX):
         return _GYM_ID.fullmatch(name[len(GYM_PREFIX) :]) is not None
+    if name.startswith(PZ_PREFIX):
+        return _MODULE.fullmatch(name[len(PZ_PREFIX) :]) is not None
     return name in BUNDLED_GAMES
 
 
@@ -76,6 +106,8 @@ def game_entry(name: str) -> GameEntry:
         except UnsupportedEnv as exc:
             raise UnknownGame(str(exc)) from None
         return gym_entry
+    if name.startswith(PZ_PREFIX) and is_game_name(name):
+        return _pz_entry(name[len(PZ_PREFIX) :])
     if name == EDITOR_GAME:
         raise UnknownGame(
             "the game in the Godot editor is not one lander ships: it is known only through "
@@ -84,7 +116,7 @@ def game_entry(name: str) -> GameEntry:
     if not is_game_name(name):
         raise UnknownGame(
             f"the bundled games are {', '.join(BUNDLED_GAMES)} (or {GYM_PREFIX}ENV_ID for a "
-            f"Gymnasium environment), not {name!r}"
+            f"Gymnasium environment, {PZ_PREFIX}MODULE for a PettingZoo game), not {name!r}"
         )
     entry: GameEntry = importlib.import_module(f"games.{name}.entry").ENTRY
     return entry

@@ -260,6 +260,20 @@ def _text_part(env: gymnasium.Env[Any, Any], name: str, source: Path) -> Observa
     return _choice(name, source, len(words) + 1, words=words)
 
 
+def space_parts(space: spaces.Space[Any]) -> tuple[ObservationPart, ...]:
+    """The parts of one observation space, with no environment to sample texts from (a
+    PettingZoo agent's).
+
+    :raises UnsupportedEnv: a part the gym game cannot serve, text among them.
+    """
+    found = PartsFound()
+    _walk(space, OBS_KEY, (), found)
+    if found.texts:
+        name = found.texts[0][0]
+        raise UnsupportedEnv(f"its observation {name!r} is text: wrap the game so it is numbers")
+    return tuple(found.parts)
+
+
 def observation_parts(
     env: gymnasium.Env[Any, Any],
 ) -> tuple[tuple[ObservationPart, ...], list[str]]:

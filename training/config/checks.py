@@ -14,6 +14,7 @@ from games import (
     EDITOR_GAME,
     GAME_NAMES,
     GYM_PREFIX,
+    PZ_PREFIX,
     UnknownGame,
     game_entry,
     is_game_name,
@@ -44,6 +45,11 @@ def check_config(config: TrainConfig) -> TrainConfig:
             raise ConfigError(f"{flag} must be one of {', '.join(meta['choices'])}, got {value!r}")
     if config.instances_per_node is not None and config.cluster is None:
         raise ConfigError("--instances-per-node places games on a cluster: add --cluster ADDRESS")
+    if config.game.startswith(PZ_PREFIX) and config.in_process:
+        raise ConfigError(
+            f"--game {config.game} has many agents: it trains through its game processes "
+            "(drop --in-process)"
+        )
     if config.self_play and config.in_process:
         raise ConfigError("--self-play plays a game's sides through the bridge: drop --in-process")
     if config.self_play and config.collector == "async":
@@ -101,10 +107,10 @@ def _check_gym_packages(config: TrainConfig) -> None:
     a bot file's settings are checked too, and a file imports nothing by itself)."""
     if not config.gym_packages:
         return
-    if not config.game.startswith(GYM_PREFIX) or config.own_game is not None:
+    if not config.game.startswith((GYM_PREFIX, PZ_PREFIX)) or config.own_game is not None:
         raise ConfigError(
             f"--gym-package imports packages that register Gymnasium ids: it goes with "
-            f"--game {GYM_PREFIX}ENV_ID, not {config.own_game or config.game}"
+            f"--game {GYM_PREFIX}ENV_ID (or {PZ_PREFIX}MODULE), not {config.own_game or config.game}"
         )
     for name in config.gym_packages:
         try:
@@ -192,7 +198,7 @@ def check_bundled_game_args(
 
     :raises ConfigError: naming the argument.
     """
-    if game.startswith(GYM_PREFIX):
+    if game.startswith((GYM_PREFIX, PZ_PREFIX)):
         try:
             check = game_entry(game).check_args
             if check is not None:

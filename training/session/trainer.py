@@ -40,7 +40,7 @@ from training.envs.environments import (
     wrap_normalization,
     wrapped_env,
 )
-from training.envs.game_monitor import GameMonitor
+from training.envs.game_monitor import GameMonitor, IdleRows
 from training.envs.godot_games import describe_origin, engine_change, trained_against
 from training.envs.sides import SelfPlayEnv
 from training.evaluation.scoring import EvalResult, game_settings
@@ -322,6 +322,7 @@ class TrainingSession:
         return [
             StartupReport(self.start.clock, self.log, self.say if config.verbose else None),
             UpdateThreads(config.torch_threads, self.update_threads()),
+            IdleRows(),
             self.stop,
             self.progress,
             self.health,
