@@ -232,6 +232,10 @@ def _observation_key(raw: dict[str, Any]) -> ObservationKey:
     )
 
 
+MASKED_OUT = -1e8
+"""The output of a move the game's mask forbids (the trained policy's logit for it)."""
+
+
 class BotRunner:
     """A policy read from a bot JSON file.
 
@@ -284,6 +288,10 @@ class BotRunner:
             self.low = np.asarray(action.get("low", [-1.0] * self.action_size), dtype=np.float64)
             self.high = np.asarray(action.get("high", [1.0] * self.action_size), dtype=np.float64)
             self.memory = _memory(spec["memory"]) if "memory" in spec else None
+            mask = action.get("mask")
+            self.mask_key: str | None = None if mask is None else str(mask)
+            """The observation key of the moves the game allows (``action_mask``): the
+            bot picks among them only."""
         except (KeyError, TypeError, ValueError, AttributeError, OverflowError) as exc:
             raise BotFormatError(f"bot file is missing or garbles a field: {exc}") from None
         self._check_sizes()
@@ -526,8 +534,24 @@ class BotRunner:
 
     def act(self, obs: np.ndarray | dict[str, Any]) -> np.ndarray:
         """Deterministic actions for a batch of observations (see :meth:`read_actions`);
-        a stacked camera key's frames come stacked (:meth:`policy` stacks them)."""
-        return self.read_actions(self.network_output(obs))
+        a stacked camera key's frames come stacked (:meth:`policy` stacks them); a move
+        the game's ``action_mask`` forbids is never picked."""
+        return self.read_actions(self.masked(self.network_output(obs), obs))
+
+    def masked(self, output: np.ndarray, obs: np.ndarray | dict[str, Any]) -> np.ndarray:
+        """The outputs with the moves the observation's mask forbids pushed out of reach (a
+        row that allows none keeps them all: that agent's move goes unused)."""
+        if self.mask_key is None:
+            return output
+        if not isinstance(obs, dict) or self.mask_key not in obs:
+            raise BotFormatError(f"this bot picks among the moves of {self.mask_key!r}: give it")
+        allowed = np.asarray(obs[self.mask_key], dtype=np.float64).reshape(len(output), -1) > 0.5
+        if allowed.shape != output.shape:
+            raise BotFormatError(
+                f"{self.mask_key!r} has {allowed.shape[1]} moves, the bot {output.shape[1]}"
+            )
+        allowed |= ~allowed.any(axis=1, keepdims=True)
+        return np.where(allowed, output, MASKED_OUT)
 
     @property
     def frames(self) -> int:

@@ -23,6 +23,7 @@ from training.ppo.camera_policy import (
     Whitening,
     is_camera,
 )
+from training.ppo.masked_policy import MASK_KEY, MaskedPolicy
 from training.ppo.recurrent_policy import RecurrentActorCritic
 from training.runs.run_record import now_iso
 
@@ -278,6 +279,9 @@ def _normalization(normalizer: VecNormalize | None, model: PPO) -> dict[str, Any
     }
 
 
+MASKED_READ = f"argmax of the outputs the observation's {MASK_KEY} allows (1: allowed)"
+
+
 def build_bot_spec(
     model: PPO,
     normalizer: VecNormalize | None,
@@ -305,7 +309,10 @@ def build_bot_spec(
         "exported_at": now_iso(),
         "trained_with": trained_with or {},
         "observation": observation,
-        "action": _action_spec(model.action_space, layout),
+        "action": {
+            **_action_spec(model.action_space, layout),
+            **({"mask": MASK_KEY, "read": MASKED_READ} if isinstance(policy, MaskedPolicy) else {}),
+        },
         **({"memory": memory} if memory else {}),
         "layers": _dense_layers(model),
     }

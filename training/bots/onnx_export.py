@@ -17,6 +17,7 @@ from training.bots.bot_spec import input_parts, input_widths
 from training.bots.plugin_layout import OnnxLayout, action_starts
 from training.errors import ExportError
 from training.ppo.camera_policy import CameraExtractor
+from training.ppo.masked_policy import FORBIDDEN, MASK_KEY, MaskedPolicy
 from training.ppo.recurrent_policy import RecurrentActorCritic, gru_step
 
 ONNX_OPSET = 17
@@ -42,6 +43,10 @@ class _OnnxPolicy(torch.nn.Module):
         # policy's own extractor (its encoders), as the numpy runner does.
         self.extractor = extractor if isinstance(extractor, CameraExtractor) else None
         self.parts = [(key, tuple(part.shape)) for key, part in input_parts(model)]
+        # A policy of masked moves: the input that is the game's mask, read raw.
+        keys = [key for key, _ in self.parts]
+        masked = isinstance(model.policy, MaskedPolicy) and MASK_KEY in keys
+        self.mask_input = keys.index(MASK_KEY) if masked else None
         # A mixed policy's output as the plugin reads it: per key, a continuous key's
         # means then its log-std, a discrete key's slots clipped as the games get them.
         self.pieces = (
@@ -90,6 +95,10 @@ class _OnnxPolicy(torch.nn.Module):
             state_ins = gru_step(cell, obs @ cell.weight_ih.T + cell.bias_ih, state_ins)
             obs = torch.cat([obs, state_ins], dim=1)
         output = self.action_net(self.policy_net(obs))
+        if self.mask_input is not None:
+            allowed = keys[self.mask_input] > 0.5
+            none = keys[self.mask_input].max(dim=1, keepdim=True).values <= 0.5
+            output = torch.where(allowed | none, output, torch.full_like(output, FORBIDDEN))
         if not self.pieces:
             return output, state_ins
         parts = []

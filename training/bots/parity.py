@@ -107,8 +107,9 @@ def parity_observations(
 
 
 def decisive(bot: BotRunner, obs: Any) -> np.ndarray:
-    """Mask of observations whose discrete choice is not a near-tie (see :data:`TIE_TOLERANCE`)."""
-    return _decisive_output(bot, bot.network_output(obs))
+    """Mask of observations whose discrete choice is not a near-tie (see :data:`TIE_TOLERANCE`),
+    among the moves a masked bot may pick."""
+    return _decisive_output(bot, bot.masked(bot.network_output(obs), obs))
 
 
 def _decisive_output(bot: BotRunner, output: np.ndarray) -> np.ndarray:

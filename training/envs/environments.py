@@ -28,6 +28,7 @@ from training.config import ConfigError, TrainConfig
 from training.envs.game_launch import EarlyGames, launch_config
 from training.envs.game_monitor import GameMonitor
 from training.ppo.camera_policy import is_camera
+from training.ppo.masked_policy import MASK_KEY
 
 
 def _in_process_env(config: TrainConfig) -> VecEnv:
@@ -204,6 +205,10 @@ def _running_normalised(space: spaces.Space[Any]) -> bool:
 def vector_keys(space: spaces.Space[Any]) -> list[str] | None:
     """The keys of a Dict observation that are vectors (None for a single vector; an empty
     list for a single camera or discrete observation)."""
-    if isinstance(space, spaces.Dict):
-        return [key for key, part in space.spaces.items() if _running_normalised(part)]
+    if isinstance(space, spaces.Dict):  # the allowed moves stay 0 and 1 (masked_policy.py)
+        return [
+            key
+            for key, part in space.spaces.items()
+            if _running_normalised(part) and key != MASK_KEY
+        ]
     return None if _running_normalised(space) else []

@@ -115,9 +115,14 @@ def is_valid_checkpoint(path: Path) -> bool:
         return False
 
 
-PPO_POLICY_MODULES = ("stable_baselines3.common.policies", "training.ppo.recurrent_policy")
+PPO_POLICY_MODULES = (
+    "stable_baselines3.common.policies",
+    "training.ppo.recurrent_policy",
+    "training.ppo.masked_policy",
+)
 """Where PPO's policies (ActorCriticPolicy and its CNN and multi-input kinds, lander's
-policy with memory) are defined; a SAC, TD3 or DQN model names a module of its own."""
+policies with memory and with masked moves) are defined; a SAC, TD3 or DQN model names a
+module of its own."""
 
 
 def algorithm_of(path: Path) -> str | None:

@@ -19,6 +19,7 @@ from training.config import RESUMABLE_SETTINGS, ConfigError, TrainConfig
 from training.envs.half_steps import game_halves
 from training.ppo.camera_policy import camera_policy_kwargs, sees_images
 from training.ppo.lean_ppo import LeanPPO
+from training.ppo.masked_policy import MaskedPolicy, masks_actions
 from training.ppo.policy_tweaks import reset_action_std
 from training.ppo.recurrent_policy import RecurrentActorCritic, memory_of
 from training.runs.checkpoints import CheckpointError
@@ -95,7 +96,12 @@ def make_ppo_model(
             # docs/performance.md, "Bots that remember".
             policy_kwargs.update(memory=config.memory, critic_memory=True)
         built = algorithm(
-            policy_class(config, env.observation_space, image),
+            policy_class(
+                config,
+                env.observation_space,
+                image,
+                masks_actions(env.observation_space, env.action_space),
+            ),
             env,
             **ppo_settings,
             policy_kwargs=policy_kwargs,
@@ -123,9 +129,10 @@ def make_ppo_model(
 
 
 def policy_class(
-    config: TrainConfig, space: spaces.Space[Any], image: bool
+    config: TrainConfig, space: spaces.Space[Any], image: bool, masks: bool = False
 ) -> str | type[ActorCriticPolicy]:
-    """SB3's policy for the observation space, or the policy with memory (``--memory``).
+    """SB3's policy for the observation space, the policy with memory (``--memory``), or
+    the policy whose moves the game masks (``masks``: it sends ``action_mask``).
 
     :raises ConfigError: memory for observations it cannot take yet (camera or several keys).
     """
@@ -138,7 +145,7 @@ def policy_class(
             )
         return RecurrentActorCritic
     if space.shape is None:
-        return "MultiInputPolicy"
+        return MaskedPolicy if masks else "MultiInputPolicy"
     return "CnnPolicy" if image else "MlpPolicy"
 
 
