@@ -52,12 +52,18 @@ def parse_kwargs(values: dict[str, str]) -> dict[str, Any]:
 
 
 def policy_names(agents: list[str]) -> list[str]:
-    """Each agent's policy name: its kind (``pursuer_3`` is a ``pursuer``), or its own name
-    in a game of two agents of one kind (rivals, played by sides)."""
+    """Each agent's policy name: its kind (``pursuer_3`` is a ``pursuer``), or in a game of
+    two rivals of one kind each chair's (``player_a``, ``player_b``): the rivals change
+    seats every game (:class:`PettingZooGame`), so a side plays first as often as second."""
     kinds = [re.sub(r"_[0-9]+$", "", agent) for agent in agents]
-    if len(agents) == 2 and len(set(kinds)) == 1:
-        return list(agents)
+    if rivals(agents):
+        return [f"{kinds[0]}_a", f"{kinds[0]}_b"]
     return kinds
+
+
+def rivals(agents: list[str]) -> bool:
+    """Two agents of one kind: a game of two rivals (tic-tac-toe's players)."""
+    return len(agents) == 2 and len({re.sub(r"_[0-9]+$", "", agent) for agent in agents}) == 1
 
 
 class AgentSpaces:
@@ -139,22 +145,36 @@ class PettingZooGame:
         self.seed = seed
         self._seeded = False
         self._gone: list[set[str]] = [set() for _ in tables]
+        self._swapped = [False] * len(tables)
+        """Per table, whether its rivals sit in each other's chairs this game."""
+        if (
+            rivals(self.agents)
+            and self.spaces[self.agents[0]].entries != self.spaces[self.agents[1]].entries
+        ):
+            raise UnsupportedEnv("two rivals of one kind act in different spaces")
+
+    def seats(self, table: int) -> list[str]:
+        """The game's agent in each of the table's protocol agents' chairs."""
+        return self.agents[::-1] if self._swapped[table] else self.agents
 
     @property
     def slots(self) -> list[tuple[int, str]]:
-        """``(table, agent)`` of every protocol agent, table-major."""
-        return [(t, agent) for t in range(len(self.tables)) for agent in self.agents]
+        """``(table, agent)`` of every protocol agent now, table-major."""
+        return [(t, agent) for t in range(len(self.tables)) for agent in self.seats(t)]
 
     def env_info(self) -> dict[str, Any]:
+        chairs = [(t, a) for t in range(len(self.tables)) for a in self.agents]
         return {
             "type": "env_info",
-            "observation_space": [self.spaces[a].observation_entries() for _, a in self.slots],
-            "action_space": [self.spaces[a].entries for _, a in self.slots],
-            "n_agents": len(self.slots),
-            "agent_policy_names": [self.names[self.agents.index(a)] for _, a in self.slots],
+            "observation_space": [self.spaces[a].observation_entries() for _, a in chairs],
+            "action_space": [self.spaces[a].entries for _, a in chairs],
+            "n_agents": len(chairs),
+            "agent_policy_names": self.names * len(self.tables),
         }
 
     def _reset_table(self, index: int) -> None:
+        if self._seeded and rivals(self.agents):
+            self._swapped[index] = not self._swapped[index]  # the rivals change chairs
         self.tables[index].reset(None if self._seeded else self.seed * 1000 + index)
         self._gone[index] = set()
 
@@ -177,14 +197,15 @@ class PettingZooGame:
         for t, table in enumerate(self.tables):
             row = sent[t * per_table : (t + 1) * per_table]
             moving = table.to_move()
+            seated = self.seats(t)
             actions = {
                 agent: self.spaces[agent].game_action(row[i][ACTION_KEY])
-                for i, agent in enumerate(self.agents)
+                for i, agent in enumerate(seated)
                 if agent in moving
             }
             moved = table.step(actions)
             gone_before = set(self._gone[t])
-            for agent in self.agents:
+            for agent in seated:
                 info: dict[str, Any] = {}
                 if agent in gone_before:
                     info[protocol.GONE] = True

@@ -16,8 +16,8 @@ from gymnasium import spaces
 from game_bridge.bot_runner import BotRunner
 from games import PZ_PREFIX as PREFIX
 from games.gym.parts import UnsupportedEnv
-from games.pz.client import make_tables, parse_kwargs, policy_names
-from games.pz.scoring import PettingZooScorer, play_tables
+from games.pz.client import make_tables, parse_kwargs, policy_names, rivals
+from games.pz.scoring import PettingZooScorer
 from games.spec import GameArgs, GameEntry, PlayOptions, PlayResult
 
 
@@ -49,15 +49,15 @@ def _play(module: str) -> Callable[[BotRunner, PlayOptions], PlayResult]:
         """Play the bot on every agent of a few tables; their mean returns."""
         if options.remote is not None:
             raise ValueError(f"{PREFIX}{module} plays in-process; drop --game-bin")
-        settings = {k: v for k, v in options.game_args.items() if k != "agents"}
-        tables = [make_tables(module, parse_kwargs(settings), 1)[0] for _ in range(4)]
-        try:
-            returns = play_tables(bot.policy(), tables, options.seed)
-        finally:
-            for table in tables:
-                table.close()
+        scorer = PettingZooScorer(
+            module, tuple(sorted((k, v) for k, v in options.game_args.items() if k != "agents"))
+        )
+        returns, _ = scorer.play(bot.policy(), max(2, options.agents), options.seed)
+        against = " against random legal moves" if rivals(list(scorer.agents())) else ""
         return PlayResult(
-            [f"{len(returns)} game(s) of {PREFIX}{module}: mean_reward={returns.mean():.2f}"]
+            [
+                f"{len(returns)} game(s) of {PREFIX}{module}{against}: mean_reward={returns.mean():.2f}"
+            ]
         )
 
     return play

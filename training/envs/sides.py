@@ -24,7 +24,7 @@ class Opponent(Protocol):
 
     name: str
 
-    def act(self, obs: np.ndarray) -> np.ndarray:
+    def act(self, obs: Any) -> np.ndarray:
         """Actions for a batch of observations, as the learner sees them."""
 
 
@@ -33,7 +33,8 @@ class LatestObservations:
     (the side that learns steps the games; the other side's view must start from there)."""
 
     def __init__(self) -> None:
-        self.obs: np.ndarray | None = None
+        self.obs: Any = None
+        """An array, or a dictionary of arrays for a game of several keys."""
 
 
 class SelfPlayEnv(VecEnvWrapper):
@@ -87,8 +88,8 @@ class SelfPlayEnv(VecEnvWrapper):
                 f"--self-play trains a model per side for sides with their own spaces, two "
                 f"at most; this game has {len(sides)} ({', '.join(sides)})"
             )
-        if games.observation_space.shape is None:
-            raise ConfigError("--self-play plays games with one observation key")
+        if games.observation_space.shape is None and games.env_info.sides:
+            raise ConfigError("--self-play plays sides of their own spaces with one key each")
         for side in sides if games.env_info.sides else ():
             check_side_name(side)
         return cls(games, sides[0])
@@ -103,18 +104,20 @@ class SelfPlayEnv(VecEnvWrapper):
         """The view of ``side`` over the same games, starting where this one is."""
         return SelfPlayEnv(self.venv, side, self._latest)
 
-    def _cut(self, obs: np.ndarray, agents: np.ndarray, columns: int | None) -> np.ndarray:
+    def _cut(self, obs: Any, agents: np.ndarray, columns: int | None) -> Any:
+        if isinstance(obs, dict):  # several keys (a board and its allowed moves)
+            return {key: value[agents] for key, value in obs.items()}
         rows = obs[agents]
         return rows[:, :columns] if columns is not None else rows
 
-    def current(self) -> np.ndarray:
+    def current(self) -> Any:
         """The learner's newest observations (a turn of this side starts from them)."""
         if self._latest.obs is None:
             raise RuntimeError("self-play views start after the games were reset")
         return self._cut(self._latest.obs, self.learner, self._own_columns)
 
-    def reset(self) -> np.ndarray:
-        self._latest.obs = np.asarray(self.venv.reset())
+    def reset(self) -> Any:
+        self._latest.obs = _as_arrays(self.venv.reset())
         return self.current()
 
     def step_async(self, actions: np.ndarray) -> None:
@@ -129,7 +132,7 @@ class SelfPlayEnv(VecEnvWrapper):
 
     def step_wait(self) -> VecEnvStepReturn:
         obs, rewards, dones, infos = self.venv.step_wait()
-        self._latest.obs = np.asarray(obs)
+        self._latest.obs = _as_arrays(obs)
         for score in finished_rounds(self.learner, rewards, dones, infos):
             self.on_round(score)
         learner = self.learner
@@ -137,6 +140,13 @@ class SelfPlayEnv(VecEnvWrapper):
         if self._own_columns is not None:  # a padded terminal row, cut to the side's own
             own_infos = [_cut_terminal(info, self._own_columns) for info in own_infos]
         return self.current(), rewards[learner], dones[learner], own_infos
+
+
+def _as_arrays(obs: Any) -> Any:
+    """The games' observations as arrays (a dictionary's keys each)."""
+    if isinstance(obs, dict):
+        return {key: np.asarray(value) for key, value in obs.items()}
+    return np.asarray(obs)
 
 
 def _cut_terminal(info: dict[str, Any], columns: int) -> dict[str, Any]:

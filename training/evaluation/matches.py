@@ -125,22 +125,30 @@ def _play_half(
     """Rounds with ``first`` on the agents ``mine``, until ``wanted`` of theirs have ended."""
     tally = {1.0: 0, 0.5: 0, 0.0: 0}
     mine, theirs = agents
-    obs = np.asarray(env.reset())
+    obs = env.reset()
     space = env.action_space
     start_episodes(first)  # the agents each plays change sides between halves
     start_episodes(second)
     while sum(tally.values()) < wanted:
         groups = [
-            (mine, first(obs[mine][:, : columns[0]])),
-            (theirs, second(obs[theirs][:, : columns[1]])),
+            (mine, first(_rows(obs, mine, columns[0]))),
+            (theirs, second(_rows(obs, theirs, columns[1]))),
         ]
         observed, rewards, dones, infos = env.step(assemble_actions(space, env.num_envs, groups))
         start_episodes(first, dones[mine])
         start_episodes(second, dones[theirs])
-        obs = np.asarray(observed)
+        obs = observed
         for score in finished_rounds(mine, rewards, dones, infos)[: wanted - sum(tally.values())]:
             tally[score] += 1
     return tally
+
+
+def _rows(obs: Any, agents: np.ndarray, columns: int | None) -> Any:
+    """The observations of ``agents``: a dictionary's keys each (a board and its allowed
+    moves), or rows of one array cut to a side's own columns."""
+    if isinstance(obs, dict):
+        return {key: np.asarray(value)[agents] for key, value in obs.items()}
+    return np.asarray(obs)[agents][:, :columns]
 
 
 def ladder_ratings(
