@@ -63,9 +63,12 @@ _MODULE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)+")
 
 def _pz_entry(module: str) -> GameEntry:
     """The entry of ``pz:MODULE``, imported only from a PettingZoo library or a package
-    this process imported already (named with ``--gym-package``)."""
+    the user named (``--gym-package``) in this process."""
+    from games.gym.packages import imported_packages
+
     top = module.split(".")[0]
-    if top not in PZ_LIBRARIES and top not in sys.modules:
+    named = {name.split(".")[0] for name in imported_packages()}
+    if top not in PZ_LIBRARIES and top not in named:
         raise UnknownGame(
             f"--game {PZ_PREFIX}{module}: a game outside PettingZoo's own libraries is imported "
             f"only where its package is named: --gym-package {top}"

@@ -50,6 +50,8 @@ class LibrarySpaces(gymnasium.Env[Any, int]):
     def _obs(self) -> dict[str, Any]:
         grid = np.zeros((7, 7, 3), np.uint8)
         grid[3, 3] = (5, 2, 1)
+        if "frame" in self.observation_space.spaces:
+            return {"frame": np.zeros((16, 16, 3), np.uint8), "pos": np.zeros(2, np.float32)}
         return {
             "pos": np.array([0.5, -0.5], np.float32),
             "flags": np.array([1, 0, 1], np.int8),
@@ -71,27 +73,38 @@ class LibrarySpaces(gymnasium.Env[Any, int]):
 
 def test_every_part_becomes_numbers_a_policy_reads_and_a_bot_carries() -> None:
     view = GameView(LibrarySpaces())
-    assert [part.key for part in view.parts] == [  # Gymnasium sorts a dict's keys
+    (vector,) = view.parts  # numbers only: one vector, the fast path and a bot of one input
+    assert [part.key for part in vector.members] == [  # Gymnasium sorts a dict's keys
         "cells", "flags", "grid", "inner_room", "pair_0", "pair_1", "pos",
     ]  # fmt: skip
     assert view.notes == [
         "its text 'mission' is always 'find the key': left out of the observation"
     ]
     obs, _ = view.reset(seed=0)
-    assert obs["flags"].tolist() == [1.0, 0.0, 1.0]
-    assert obs["cells"].tolist() == [2.0, 2.0], "each value counted from its start"
-    assert obs["inner_room"].tolist() == [0.0, 1.0, 0.0], "a Discrete one-hot, from its start"
-    assert obs["pair_0"].tolist() == [4.0] and obs["pair_1"].tolist() == [0.0, 1.0]
-    grid = view.observation_space["grid"]
-    assert grid.shape == (147,) and grid.dtype == np.float32, "a 7 x 7 grid of codes is numbers"
-    assert obs["grid"].reshape(7, 7, 3)[3, 3].tolist() == [5.0, 2.0, 1.0]
+    assert obs.shape == (2 + 3 + 147 + 3 + 1 + 2 + 2,) and obs.dtype == np.float32
+    assert obs[:2].tolist() == [2.0, 2.0], "each MultiDiscrete value counted from its start"
+    assert obs[2:5].tolist() == [1.0, 0.0, 1.0], "MultiBinary as numbers"
+    grid = obs[5:152].reshape(7, 7, 3)
+    assert grid[3, 3].tolist() == [5.0, 2.0, 1.0], "a 7 x 7 grid of codes is numbers"
+    assert obs[152:155].tolist() == [0.0, 1.0, 0.0], "a Discrete one-hot, from its start"
+    assert obs[155:].tolist() == [4.0, 0.0, 1.0, 0.5, -0.5], "a tuple's parts, then pos"
     entries, _ = view.env_info_spaces()
-    assert entries["cells"]["high"] == [2.0, 3.0] and "2d" not in "".join(entries)
+    assert entries["obs"]["high"][:2] == [2.0, 3.0] and len(entries) == 1
+
+
+def test_a_picture_beside_other_parts_keeps_its_camera_key() -> None:
+    env = LibrarySpaces()
+    env.observation_space = spaces.Dict(
+        {"frame": spaces.Box(0, 255, (16, 16, 3), np.uint8), "pos": spaces.Box(-1, 1, (2,))}
+    )
+    view = GameView(env)
+    assert [part.key for part in view.parts] == ["frame_2d", "pos"]
+    assert view.observation_space["frame_2d"].shape == (3, 16, 16)
 
 
 def test_text_of_a_few_values_is_a_choice_and_of_many_is_refused_by_name() -> None:
     view = GameView(LibrarySpaces(("go left", "go right")))
-    (mission,) = [part for part in view.parts if part.key == "mission"]
+    (mission,) = [part for part in view.parts[0].members if part.key == "mission"]
     assert mission.words == ("go left", "go right") and not view.notes
     assert mission.convert("go right").tolist() == [0.0, 1.0, 0.0]
     assert mission.convert("never seen").tolist() == [0.0, 0.0, 1.0]

@@ -3,7 +3,8 @@ numbers (a float32 vector with its bounds) or a picture (a uint8 image, channels
 under a camera key).
 
 The spaces environment libraries use are turned into those: a ``Dict`` (nested too) and a
-``Tuple`` into one key per leaf (``image``, ``obs_0``, ``agent_pos``), a ``Discrete`` into
+``Tuple`` into one key per leaf (``image``, ``obs_0``, ``agent_pos``), joined into one
+vector where none is a picture, a ``Discrete`` into
 its choice one-hot, ``MultiBinary`` and ``MultiDiscrete`` into bounded numbers, and text
 (MiniGrid's mission) into a choice among the few values it takes (one-hot), or left out
 with a note when it never varies. A small grid of codes
@@ -120,6 +121,35 @@ class ObservationPart:
             "low": _finite_or_none(space.low),
             "high": _finite_or_none(space.high),
         }
+
+
+@dataclass(frozen=True)
+class JoinedPart(ObservationPart):
+    """Parts of numbers sent as one vector, in the environment's order: a dictionary or a
+    tuple of numbers (MiniGrid's direction and grid) is one observation, which takes the
+    fastest path through the bridge (the binary step) and the trainer (the lean loop), and
+    makes a bot of one input.
+
+    :param members: the parts, each its own values in turn.
+    """
+
+    members: tuple[ObservationPart, ...] = ()
+
+    def pick(self, obs: Any) -> Any:
+        return obs
+
+    def convert(self, value: Any) -> Any:
+        return np.concatenate([part.convert(part.pick(value)) for part in self.members])
+
+
+def joined(parts: tuple[ObservationPart, ...]) -> JoinedPart:
+    """``parts`` (numbers, none a picture) as one vector of all their values."""
+    boxes = [part.space for part in parts]
+    assert all(isinstance(box, spaces.Box) for box in boxes)
+    low = np.concatenate([np.asarray(box.low).reshape(-1) for box in boxes])  # type: ignore[attr-defined]
+    high = np.concatenate([np.asarray(box.high).reshape(-1) for box in boxes])  # type: ignore[attr-defined]
+    box = spaces.Box(low, high, (low.size,), np.float32)
+    return JoinedPart(OBS_KEY, (), box, members=parts)
 
 
 def _one_hot(index: int, size: int) -> np.ndarray:
@@ -298,4 +328,6 @@ def observation_parts(
         raise UnsupportedEnv("nothing is left to observe once its constant text is left out")
     if len({part.key for part in parts}) < len(parts):
         raise UnsupportedEnv("two of its keys name one key on the wire")
+    if len(parts) > 1 and not any(part.is_image for part in parts):
+        return (joined(tuple(parts)),), found.notes
     return tuple(parts), found.notes

@@ -25,12 +25,14 @@ from gymnasium import spaces
 
 from game_bridge import protocol
 from game_bridge.game_loop import read_arguments, run_game
+from games.gym.packages import PACKAGE_ARGUMENT, GymPackageError, import_packages, packages_of
 from games.gym.parts import ObservationPart, UnsupportedEnv, space_parts
 from games.gym.view import action_scale
 from games.pz.tables import GameModuleError, Table, make_env
 
 LAUNCH_ARGUMENTS = frozenset(
     {"module", "port", "env_seed", "transport", "agents", "speedup", "action_repeat"}
+    | {PACKAGE_ARGUMENT}
 )
 """Arguments of the launch itself (PROTOCOL.md), never the game's."""
 ACTION_KEY = "action"
@@ -261,9 +263,10 @@ def main(argv: list[str] | None = None) -> int:
             raise ValueError("give --module=MODULE")
         agents = int(values.get("agents", "1"))
         seed = int(values.get("env_seed", "0"))
+        import_packages(packages_of(values.get(PACKAGE_ARGUMENT)))
         kwargs = parse_kwargs({k: v for k, v in values.items() if k not in LAUNCH_ARGUMENTS})
         game = PettingZooGame(make_tables(module, kwargs, agents), seed)
-    except (ValueError, UnsupportedEnv, GameModuleError) as exc:
+    except (ValueError, UnsupportedEnv, GameModuleError, GymPackageError) as exc:
         print(f"pz-game: {exc}", file=sys.stderr)
         return 2
     return run_game(game, values, f"pz-game {module}")
