@@ -43,7 +43,7 @@ from rich.console import Console
 from rich.table import Table
 
 from game_bridge.bot_runner import BotRunner
-from games.pz.client import MASK_KEY, rivals
+from games.pz.client import MASK_KEY
 from games.pz.scoring import PettingZooScorer
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -141,7 +141,7 @@ def run_lander(module: str, seed: int, budget: float, folder: Path) -> tuple[Any
     home = folder / "home"
     home.mkdir()
     subprocess.run(["git", "init", "-q", str(home)], check=True)
-    two = rivals(PettingZooScorer(module, ()).agents())
+    two = PettingZooScorer(module, ()).rivals()
     command = [
         str(ROOT / ".venv" / "bin" / "lander"), "train", "pz", "--game", f"pz:{module}",
         "--timesteps", "100000000", "--seed", str(seed), "--no-git",
@@ -165,7 +165,7 @@ def run_lander(module: str, seed: int, budget: float, folder: Path) -> tuple[Any
 def score(module: str, policy: Any, seed: int) -> float:
     """The same score for both sides (see the module's docstring)."""
     scorer = PettingZooScorer(module, ())
-    games = 200 if rivals(scorer.agents()) else 100
+    games = 200 if scorer.rivals() else 100
     returns, _ = scorer.play(policy, games, 10_000 + seed)
     return float(np.mean(returns))
 

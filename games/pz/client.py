@@ -3,9 +3,9 @@
 One instance plays ``--agents`` agents: as many tables (copies of the game) as that fills,
 each agent of each table one agent of the protocol, table-major, as SuperSuit's vector
 wrappers lay them out. Agents alike (one kind, the same spaces) share a policy name; a
-game of two rivals of one kind names each (``player_1``, ``player_2``), so ``--self-play``
-plays one against snapshots of itself; agents of different spaces are sides with models of
-their own. A table whose game ended starts again at once.
+turn-based game of two rivals of one kind names each chair (``player_a``, ``player_b``),
+so ``--self-play`` plays one against snapshots of itself; agents of different spaces are
+sides with models of their own. A table whose game ended starts again at once.
 
 Each step's info marks what PettingZoo's games do that a vector environment does not:
 ``lander_idle`` where the step did not use the agent's action (not its turn), and
@@ -53,19 +53,25 @@ def parse_kwargs(values: dict[str, str]) -> dict[str, Any]:
     return kwargs
 
 
-def policy_names(agents: list[str]) -> list[str]:
+def _kind(agent: str) -> str:
+    return re.sub(r"_[0-9]+$", "", agent)
+
+
+def policy_names(table: Table) -> list[str]:
     """Each agent's policy name: its kind (``pursuer_3`` is a ``pursuer``), or in a game of
-    two rivals of one kind each chair's (``player_a``, ``player_b``): the rivals change
-    seats every game (:class:`PettingZooGame`), so a side plays first as often as second."""
-    kinds = [re.sub(r"_[0-9]+$", "", agent) for agent in agents]
-    if rivals(agents):
+    two rivals each chair's (``player_a``, ``player_b``): the rivals change seats every game
+    (:class:`PettingZooGame`), so a side plays first as often as second."""
+    kinds = [_kind(agent) for agent in table.agents]
+    if rivals(table):
         return [f"{kinds[0]}_a", f"{kinds[0]}_b"]
     return kinds
 
 
-def rivals(agents: list[str]) -> bool:
-    """Two agents of one kind: a game of two rivals (tic-tac-toe's players)."""
-    return len(agents) == 2 and len({re.sub(r"_[0-9]+$", "", agent) for agent in agents}) == 1
+def rivals(table: Table) -> bool:
+    """A turn-based game of two agents of one kind: two rivals (tic-tac-toe's players). Two
+    agents of one kind that move at once may as well be partners (they share a policy)."""
+    agents = table.agents
+    return not table.parallel and len(agents) == 2 and len({_kind(a) for a in agents}) == 1
 
 
 class AgentSpaces:
@@ -143,14 +149,15 @@ class PettingZooGame:
             agent: AgentSpaces(first.env.observation_space(agent), first.env.action_space(agent))
             for agent in self.agents
         }
-        self.names = policy_names(self.agents)
+        self.names = policy_names(first)
+        self.rivals = rivals(first)
         self.seed = seed
         self._seeded = False
         self._gone: list[set[str]] = [set() for _ in tables]
         self._swapped = [False] * len(tables)
         """Per table, whether its rivals sit in each other's chairs this game."""
         if (
-            rivals(self.agents)
+            rivals(first)
             and self.spaces[self.agents[0]].entries != self.spaces[self.agents[1]].entries
         ):
             raise UnsupportedEnv("two rivals of one kind act in different spaces")
@@ -175,7 +182,7 @@ class PettingZooGame:
         }
 
     def _reset_table(self, index: int) -> None:
-        if self._seeded and rivals(self.agents):
+        if self._seeded and self.rivals:
             self._swapped[index] = not self._swapped[index]  # the rivals change chairs
         self.tables[index].reset(None if self._seeded else self.seed * 1000 + index)
         self._gone[index] = set()

@@ -16,7 +16,7 @@ from gymnasium import spaces
 from game_bridge.bot_runner import BotRunner
 from games import PZ_PREFIX as PREFIX
 from games.gym.parts import UnsupportedEnv
-from games.pz.client import make_tables, parse_kwargs, policy_names, rivals
+from games.pz.client import make_tables, parse_kwargs, policy_names
 from games.pz.scoring import PettingZooScorer
 from games.spec import GameArgs, GameEntry, PlayOptions, PlayResult
 
@@ -53,7 +53,7 @@ def _play(module: str) -> Callable[[BotRunner, PlayOptions], PlayResult]:
             module, tuple(sorted((k, v) for k, v in options.game_args.items() if k != "agents"))
         )
         returns, _ = scorer.play(bot.policy(), max(2, options.agents), options.seed)
-        against = " against random legal moves" if rivals(list(scorer.agents())) else ""
+        against = " against random legal moves" if scorer.rivals() else ""
         return PlayResult(
             [
                 f"{len(returns)} game(s) of {PREFIX}{module}{against}: mean_reward={returns.mean():.2f}"
@@ -78,14 +78,14 @@ def entry_for(module: str) -> GameEntry:
         kinds = [
             AgentSpaces(table.env.observation_space(a), table.env.action_space(a)) for a in agents
         ]
+        names = policy_names(table)
         table.close()
     except (GameModuleError, UnsupportedEnv) as exc:
         raise UnknownModule(f"--game {PREFIX}{module}: {exc}") from None
     first = kinds[0]
     obs_size = sum(math.prod(part.space.shape or (1,)) for part in first.parts)
     action = first.action
-    names = policy_names(agents)
-    rivals = tuple(dict.fromkeys(names)) if len(set(names)) > 1 else ()
+    sides = tuple(dict.fromkeys(names)) if len(set(names)) > 1 else ()
 
     def in_process(_game_args: GameArgs, _repeat: int | None) -> dict[str, Any]:
         raise ValueError(f"{PREFIX}{module} has many agents: it trains through its game processes")
@@ -107,7 +107,7 @@ def entry_for(module: str) -> GameEntry:
         record_name=lambda game_args: f"{PREFIX}{module}",
         play=_play(module),
         page_plays=lambda _game_args: False,
-        sides=rivals,
+        sides=sides,
         sees_pictures=lambda _game_args: any(part.is_image for part in first.parts),
         continuous_actions=lambda _game_args: isinstance(action, spaces.Box),
     )

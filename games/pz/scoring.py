@@ -103,11 +103,11 @@ class PettingZooScorer:
     module: str
     game_args: tuple[tuple[str, str], ...]
 
-    def agents(self) -> list[str]:
-        """The game's agents."""
+    def rivals(self) -> bool:
+        """Whether the game is one of two rivals (``games/pz/client.py``)."""
         (table,) = self._tables(1)
         table.close()
-        return table.agents
+        return rivals(table)
 
     def _tables(self, count: int) -> list[Table]:
         kwargs = parse_kwargs(dict(self.game_args))
@@ -120,7 +120,7 @@ class PettingZooScorer:
         tables = self._tables(episodes)
         first = tables[0]
         rival = None
-        if rivals(first.agents):
+        if rivals(first):
             space = first.env.action_space(first.agents[0])
             rival = random_moves(space, np.random.default_rng(seed))
         try:
