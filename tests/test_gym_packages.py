@@ -219,3 +219,19 @@ def test_a_record_from_another_checkout_imports_nothing(tmp_path: Path) -> None:
         "--gym-package", "minigrid", "--port", port,
     )  # fmt: skip
     assert named.returncode == 0, named.stdout + named.stderr
+
+
+def test_every_game_process_imports_what_the_trainer_did() -> None:
+    """The game processes (here, on a cluster's nodes too: the same command) are given the
+    run's packages, and the game process imports them before it makes its copies."""
+    from games.gym.client import main as gym_game
+    from games.gym.packages import import_packages
+    from training.config import TrainConfig
+    from training.envs.game_launch import launch_config
+
+    import_packages(["minigrid"])  # as the trainer's plan does
+    config = TrainConfig(game=DOORKEY, gym_packages=["minigrid"])
+    command = launch_config(config).command
+    assert command[-2:] == [f"--env_id={DOORKEY[4:]}", "--gym_package=minigrid"], command
+    missing = gym_game([f"--env_id={DOORKEY[4:]}", "--gym_package=no_such_package_xyz"])
+    assert missing == 2

@@ -16,7 +16,11 @@ from training.config.declare import (
     ConvolutionLayers,
     setting,
 )
-from training.config.defaults import CONTINUOUS_PICTURE_DEFAULTS, PICTURE_DEFAULTS
+from training.config.defaults import (
+    CONTINUOUS_PICTURE_DEFAULTS,
+    MANY_AGENT_DEFAULTS,
+    PICTURE_DEFAULTS,
+)
 from training.config.files import (
     MAX_SETTINGS_BYTES,
     MAX_YAML_NODES,
@@ -41,6 +45,7 @@ __all__ = [
     "CNN_LAYERS",
     "CONTINUOUS_PICTURE_DEFAULTS",
     "FIELD_NAMES",
+    "MANY_AGENT_DEFAULTS",
     "MAX_ACTION_REPEAT",
     "MAX_MEMORY",
     "MAX_SETTINGS_BYTES",

@@ -87,3 +87,25 @@ CONTINUOUS_PICTURE_DEFAULTS: dict[str, Any] = {
 """The settings a new run starts from where its game sends pictures and acts with continuous
 actions, over :data:`PICTURE_DEFAULTS` (the gym games; the bundled camera modes keep
 theirs)."""
+
+MANY_AGENT_DEFAULTS: dict[str, Any] = {
+    # PettingZoo's games (``--game pz:MODULE``), over the general defaults and under those for
+    # pictures: chosen over a suite of a cooperative game of three agents alike
+    # (mpe2.simple_spread_v3, 300k steps) and two turn-based games of rivals with masked
+    # moves trained by self-play (tic-tac-toe, 60k steps; connect four, 150k steps), two
+    # seeds each, scored as `lander eval` scores them (benchmarks/many_agents.py;
+    # docs/performance.md, "Many agents"). With the general defaults simple_spread's bots
+    # fell below random play (-32.6 and -27.9; random -25.3): rewards scaled by the running
+    # spread of a discounted return that, with episodes cut at 25 steps and bootstrapped
+    # through a discount of 0.995, stands for 200 steps that never come; with these, -18.5
+    # and -19.5. Tic-tac-toe against random legal moves: 0.79 and 0.76 (general: 0.51 and
+    # 0.80).
+    "gamma": 0.99,
+    "normalize_rewards": False,
+    # Rollouts of 512 steps: every agent of every table is a row, so a rollout holds many
+    # short games; 64 steps made the update chase a few dozen of them (simple_spread with
+    # gamma 0.99 and unscaled rewards: -22.1 and -24.8 at 64 steps, -18.5 and -19.5 at 512).
+    "n_steps": 512,
+}
+"""The settings a new run of a PettingZoo game starts from (``games/pz/``), over the general
+ones and under the defaults for pictures where its agents see pictures."""

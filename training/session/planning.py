@@ -11,11 +11,12 @@ from typing import Any
 
 from rich.console import Console
 
-from games import BUNDLED_GAMES, EDITOR_GAME, game_entry
+from games import BUNDLED_GAMES, EDITOR_GAME, PZ_PREFIX, game_entry
 from games.gym.packages import import_packages
 from training.bots.run_bots import trained_with
 from training.config import (
     CONTINUOUS_PICTURE_DEFAULTS,
+    MANY_AGENT_DEFAULTS,
     PICTURE_DEFAULTS,
     SESSION_SETTINGS,
     SHAPE_SETTINGS,
@@ -160,18 +161,20 @@ def game_defaults(config: TrainConfig) -> dict[str, Any]:
     """The settings a new run of a bundled game starts from (its registry entry's
     ``train_defaults``, and its ``arg_defaults`` for the run's ``--game-arg`` values: its
     camera modes keep what they were measured with, not the defaults for pictures chosen
-    on games nobody here drew); for a ``gym:`` game that sends pictures, the defaults for
-    pictures (and for continuous actions from pictures where it acts so); none for a game
-    binary or server, which is another game."""
+    on games nobody here drew); for a ``gym:`` or ``pz:`` game that sends pictures, the
+    defaults for pictures (and for continuous actions from pictures where it acts so); for
+    a ``pz:`` game, the defaults for many agents under them; none for a game binary or
+    server, which is another game."""
     if config.own_game is not None:
         return {}
     entry = game_entry(config.game)
     if config.game not in BUNDLED_GAMES:
+        many = dict(MANY_AGENT_DEFAULTS) if config.game.startswith(PZ_PREFIX) else {}
         if not entry.sees_pictures(config.game_args):
-            return {}
+            return many
         if entry.continuous_actions(config.game_args):
-            return {**PICTURE_DEFAULTS, **CONTINUOUS_PICTURE_DEFAULTS}
-        return dict(PICTURE_DEFAULTS)
+            return {**many, **PICTURE_DEFAULTS, **CONTINUOUS_PICTURE_DEFAULTS}
+        return {**many, **PICTURE_DEFAULTS}
     tuned = dict(entry.train_defaults)
     for (name, value), settings in entry.arg_defaults.items():
         if config.game_args.get(name) == value:
