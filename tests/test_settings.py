@@ -16,7 +16,13 @@ from cli.app import app
 from cli.common.train_flags import option_name
 from cli.runs import run_flow
 from games import DEFAULT_GAME, game_entry
-from training.config import CONTINUOUS_PICTURE_DEFAULTS, PICTURE_DEFAULTS, TUNED, TrainConfig
+from training.config import (
+    CONTINUOUS_PICTURE_DEFAULTS,
+    MANY_AGENT_DEFAULTS,
+    PICTURE_DEFAULTS,
+    TUNED,
+    TrainConfig,
+)
 from training.session.trainer import TrainRequest, plan_training
 
 DECLARED = {option_name(item.name) for item in fields(TrainConfig)}
@@ -67,6 +73,7 @@ NEEDS: dict[str, dict[str, str | None]] = {
     "scene": {"game_project": str(GODOT_PROJECT)},
     "engine_args": {"game_project": str(GODOT_PROJECT)},
     "export_preset": {"game_project": str(GODOT_PROJECT)},
+    "gym_packages": {"game": "gym:CartPole-v1"},
 }
 A_BOT = Path(__file__).resolve().parent / "fixtures" / "old_layout" / "bots" / "old1.json"
 
@@ -89,6 +96,8 @@ def _changed(item_name: str, default: Any, tmp_path: Path) -> tuple[list[str], A
         return [f"{flag}=--verbose"], ["--verbose"]
     if item_name == "export_preset":
         return [flag, "training"], "training"
+    if item_name == "gym_packages":  # a module every Python has: importing it does nothing
+        return [flag, "json"], ["json"]
     if item_name == "editor_wait":
         return [flag, "30"], 30.0
     if item_name == "device":
@@ -143,8 +152,8 @@ def test_every_option_changes_the_setting_it_names(
         config = plan_training(requests[-1]).config
         assert getattr(config, item.name) == expected, item.name
         others = {f.name for f in fields(TrainConfig)} - {item.name, *needs}
-        if item.name in ("game", "game_bin", "game_url", "game_project") or needs.get(
-            "game_project"
+        if item.name in ("game", "game_bin", "game_url", "game_project") or (
+            needs.get("game_project") or needs.get("game")
         ):
             others -= tuned  # another game starts from its own settings
         if item.name == "memory":  # and its own rollouts (the test after this one)
@@ -262,6 +271,22 @@ def test_a_game_that_sends_pictures_starts_from_the_defaults_for_pictures(
         camera = planned(game=game, game_args={"observation": "pixels"})
         for setting in continuous:
             assert getattr(camera, setting) == getattr(vector, setting), (game, setting)
+
+
+def test_a_pettingzoo_game_starts_from_the_defaults_for_many_agents(tmp_path: Path) -> None:
+    """A ``pz:`` game starts from the defaults for many agents (chosen over a suite of
+    PettingZoo games), a ``gym:`` game of numbers from the general ones; a flag wins."""
+    assert MANY_AGENT_DEFAULTS, "the defaults for many agents are declared"
+
+    def planned(**overrides: Any) -> TrainConfig:
+        return plan_training(TrainRequest(tmp_path, "many", overrides=overrides)).config
+
+    spread = planned(game="pz:mpe2.simple_spread_v3")
+    assert {name: getattr(spread, name) for name in MANY_AGENT_DEFAULTS} == MANY_AGENT_DEFAULTS
+    numbers = planned(game="gym:CartPole-v1")
+    general = TrainConfig()
+    assert all(getattr(numbers, n) == getattr(general, n) for n in MANY_AGENT_DEFAULTS)
+    assert planned(game="pz:mpe2.simple_spread_v3", n_steps=96).n_steps == 96
 
 
 def test_a_gym_games_settings_decide_its_kind_of_input(tmp_path: Path) -> None:
