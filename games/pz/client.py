@@ -102,6 +102,11 @@ class AgentSpaces:
     def observation_entries(self) -> dict[str, Any]:
         return {part.key: part.entry() for part in self.parts}
 
+    @property
+    def signature(self) -> str:
+        """The same text for agents of the same spaces (their observations batch together)."""
+        return repr((self.observation_entries(), self.entries))
+
     def values(self, obs: Any) -> dict[str, np.ndarray]:
         """One observation by key, as a policy reads it (a turn-based game's mask with at
         least one move: an agent not to move is told every move, and its action goes

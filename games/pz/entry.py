@@ -46,7 +46,7 @@ def check_module_args(module: str, game_args: GameArgs) -> None:
 
 def _play(module: str) -> Callable[[BotRunner, PlayOptions], PlayResult]:
     def play(bot: BotRunner, options: PlayOptions) -> PlayResult:
-        """Play the bot on every agent of a few tables; their mean returns."""
+        """Play the bot on a few tables (as ``eval`` plays it); their mean score."""
         if options.remote is not None:
             raise ValueError(f"{PREFIX}{module} plays in-process; drop --game-bin")
         scorer = PettingZooScorer(
@@ -54,6 +54,7 @@ def _play(module: str) -> Callable[[BotRunner, PlayOptions], PlayResult]:
         )
         returns, _ = scorer.play(bot.policy(), max(2, options.agents), options.seed)
         against = " against random legal moves" if scorer.rivals() else ""
+        against = against or (" beside random play of the other sides" if scorer.sides() else "")
         return PlayResult(
             [
                 f"{len(returns)} game(s) of {PREFIX}{module}{against}: mean_reward={returns.mean():.2f}"

@@ -7,13 +7,21 @@ between bots come from ``lander match`` and ``lander ladder``)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 from gymnasium import spaces
 
-from games.pz.client import MASK_KEY, AgentSpaces, make_tables, parse_kwargs, rivals
+from games.pz.client import (
+    MASK_KEY,
+    AgentSpaces,
+    make_tables,
+    parse_kwargs,
+    policy_names,
+    rivals,
+)
 from games.pz.tables import Table
 from games.spec import Policy
 
@@ -29,11 +37,13 @@ def _batch(rows: list[dict[str, np.ndarray]]) -> dict[str, np.ndarray] | np.ndar
     return {key: np.stack([row[key] for row in rows]) for key in keys}
 
 
-def play_tables(
-    policy: Policy, tables: list[Table], seed: int, rival: Policy | None = None
-) -> np.ndarray:
-    """One game on each table; each table's score. The policy plays every agent, or with
-    ``rival`` (a game of two rivals) one chair, the rival the other."""
+Seating = Callable[[int, str], tuple[Policy, bool]]
+"""Who plays agent ``agent`` of table ``t``, and whether its return is the score."""
+
+
+def play_tables(policy: Policy, tables: list[Table], seed: int, seating: Seating) -> np.ndarray:
+    """One game on each table; each table's score, the mean return of the agents its
+    seating counts."""
     agents = tables[0].agents
     kinds = {
         agent: AgentSpaces(
@@ -46,38 +56,35 @@ def play_tables(
     returns = np.zeros((len(tables), len(agents)))
     on = [True] * len(tables)
     for _ in range(MAX_STEPS):
-        movers = [
-            (t, agent)
-            for t, table in enumerate(tables)
-            if on[t]
-            for agent in sorted(table.to_move())
-        ]
-        if not movers:
+        turns: dict[tuple[int, str], list[tuple[int, str]]] = {}
+        for t, table in enumerate(tables):
+            for agent in sorted(table.to_move()) if on[t] else ():
+                chair = (id(seating(t, agent)[0]), kinds[agent].signature)
+                turns.setdefault(chair, []).append((t, agent))
+        if not turns:
             break
         chosen: dict[int, dict[str, Any]] = {}
-        for player, turns in _players(policy, rival, movers, agents):
-            rows = [kinds[agent].values(tables[t].observation(agent)) for t, agent in turns]
-            for (t, agent), action in zip(turns, np.asarray(player(_batch(rows))), strict=True):
+        for group in turns.values():
+            playing = seating(*group[0])[0]
+            rows = [kinds[agent].values(tables[t].observation(agent)) for t, agent in group]
+            for (t, agent), action in zip(group, np.asarray(playing(_batch(rows))), strict=True):
                 chosen.setdefault(t, {})[agent] = kinds[agent].game_action(action)
         for t, moves in chosen.items():
             moved = tables[t].step(moves)
             returns[t] += [moved.rewards[agent] for agent in agents]
             on[t] = not moved.over
-    if rival is None:
-        return returns.mean(axis=1)
-    return np.asarray([returns[t, t % 2] for t in range(len(tables))])
+    counted = np.asarray([[seating(t, a)[1] for a in agents] for t in range(len(tables))])
+    return (returns * counted).sum(axis=1) / counted.sum(axis=1)
 
 
-def _players(
-    policy: Policy, rival: Policy | None, movers: list[tuple[int, str]], agents: list[str]
-) -> list[tuple[Policy, list[tuple[int, str]]]]:
-    """Who plays which of this step's moves: the policy all, or with a rival the policy
-    the chair ``t % 2`` of table ``t`` and the rival the other."""
-    if rival is None:
-        return [(policy, movers)]
-    own = [(t, a) for t, a in movers if agents.index(a) == t % 2]
-    other = [(t, a) for t, a in movers if agents.index(a) != t % 2]
-    return [(player, turns) for player, turns in ((policy, own), (rival, other)) if turns]
+def _alike(table: Table) -> bool:
+    """Whether every agent of the game shares one policy's spaces (no sides of their own)."""
+    first = table.agents[0]
+    return all(
+        table.env.observation_space(a) == table.env.observation_space(first)
+        and table.env.action_space(a) == table.env.action_space(first)
+        for a in table.agents
+    )
 
 
 def random_moves(space: spaces.Space[Any], rng: np.random.Generator) -> Policy:
@@ -103,6 +110,12 @@ class PettingZooScorer:
     module: str
     game_args: tuple[tuple[str, str], ...]
 
+    def sides(self) -> bool:
+        """Whether the game's agents form sides with spaces of their own."""
+        (table,) = self._tables(1)
+        table.close()
+        return not _alike(table)
+
     def rivals(self) -> bool:
         """Whether the game is one of two rivals (``games/pz/client.py``)."""
         (table,) = self._tables(1)
@@ -117,14 +130,24 @@ class PettingZooScorer:
     def play(
         self, policy: Policy, episodes: int, seed: int
     ) -> tuple[np.ndarray, np.ndarray | None]:
+        """The policy plays every agent; in a game of two rivals one chair (the first on even
+        tables, the second on odd ones) against random legal moves; in a game of sides with
+        spaces of their own the first side (a run's own bot's), the others at random. Only
+        the agents it plays count."""
         tables = self._tables(episodes)
         first = tables[0]
-        rival = None
-        if rivals(first):
-            space = first.env.action_space(first.agents[0])
-            rival = random_moves(space, np.random.default_rng(seed))
+        rng = np.random.default_rng(seed)
+        others = {agent: random_moves(first.env.action_space(agent), rng) for agent in first.agents}
+        names = policy_names(first)
+        two = rivals(first)
+
+        def seating(t: int, agent: str) -> tuple[Policy, bool]:
+            index = first.agents.index(agent)
+            own = index == t % 2 if two else names[index] == names[0] or _alike(first)
+            return (policy, True) if own else (others[agent], False)
+
         try:
-            return play_tables(policy, tables, seed, rival), None
+            return play_tables(policy, tables, seed, seating), None
         finally:
             for table in tables:
                 table.close()
