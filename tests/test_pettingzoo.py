@@ -242,3 +242,18 @@ def test_agents_alike_train_one_shared_policy(tmp_path: Path) -> None:
 def test_a_pettingzoo_game_cannot_train_in_process(tmp_path: Path, game: str) -> None:
     refused = lander(tmp_path, "train", "x", "--game", game, "--in-process", "--no-git")
     assert refused.returncode != 0 and "has many agents" in refused.stderr
+
+
+def test_sides_of_their_own_spaces_train_a_model_each_and_evaluate(tmp_path: Path) -> None:
+    """simple_speaker_listener: a speaker and a listener of different spaces are sides with
+    models of their own; each exports, and the run's own is scored beside random play."""
+    trained = lander(
+        tmp_path, "train", "talk", "--game", "pz:mpe2.simple_speaker_listener_v4",
+        "--self-play", "--timesteps", "8192", "--port", str(find_free_port_block(8)),
+        "--no-git", timeout=600,
+    )  # fmt: skip
+    output = trained.stdout + trained.stderr
+    assert trained.returncode == 0 and "Traceback" not in output, output
+    assert "exported bots/talk-listener.json" in output and "evaluation: mean_reward=" in output
+    played = lander(tmp_path, "play", str(tmp_path / "bots" / "talk.json"))
+    assert "beside random play of the other sides" in played.stdout, played.stdout + played.stderr
