@@ -175,6 +175,9 @@ def test_minigrid_trains_to_the_zoo_target_and_its_bot_imports_nothing(tmp_path:
     assert scored.returncode == 0, scored.stdout + scored.stderr
     assert _mean_reward(scored.stdout) >= TARGET, scored.stdout
 
+    by_name = lander(tmp_path, "play", "mg", "--seconds", "5")  # the run's own: imports
+    assert by_name.returncode == 0, by_name.stdout + by_name.stderr
+
     alone = lander(tmp_path, "play", str(bot), "--seconds", "5")
     assert alone.returncode != 0 and "Traceback" not in alone.stdout + alone.stderr
     assert "a bot file imports nothing by itself: give --gym-package minigrid" in alone.stderr

@@ -31,6 +31,7 @@ from training.bots.run_bots import (
     evaluate_target,
     export_run,
     export_sides,
+    import_run_packages,
     replay_launch_config,
     run_target,
 )
@@ -385,6 +386,7 @@ def bot_path(root: Path, target: str) -> Path:
         fail(f"bot file {target!r} does not exist")
     paths = RunPaths(root, target)  # a bad run name is one line
     if paths.bot_json.is_file():
+        import_run_packages(paths)  # the run's own game, where this checkout trained it
         return paths.bot_json
     if not paths.exists():
         fail(unknown_run(root, target) + f", and no bot file {target!r} is here")

@@ -227,7 +227,7 @@ class PettingZooGame:
                     info.update(_plain(moved.infos.get(agent, {})))
                     if agent not in moved.used:
                         info[protocol.IDLE] = True
-                done = agent in moved.left or (moved.over and agent not in moved.left)
+                done = agent in moved.left or moved.over  # a gone agent's wait ends too
                 if done:
                     info["terminal_observation"] = self._observe(t, agent)
                     info["TimeLimit.truncated"] = moved.left.get(agent, False)

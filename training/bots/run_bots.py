@@ -305,14 +305,24 @@ def bot_target(path: Path) -> EvalTarget:
     return EvalTarget(bot.policy(), facts.run, facts.timesteps, path, facts.trained)
 
 
+def import_run_packages(paths: RunPaths) -> None:
+    """Import the ``--gym-package``s a run recorded, where this checkout trained it (a
+    record from elsewhere imports nothing: the user names them).
+
+    :raises GymPackageError: one that is not installed or fails.
+    """
+    record = _record_of(paths)
+    if record is not None and record.config.gym_packages and owns_run(paths):
+        import_packages(record.config.gym_packages)
+
+
 def run_target(paths: RunPaths, console: Console | None = None) -> EvalTarget:
     """A run as an evaluation target: its exported bot if there is one, else its checkpoint."""
     record = _record_of(paths)
     # The run's own record names its game (and the packages of its ids) only when this
     # checkout trained it.
     own_game = record.config.game_bin if record is not None and owns_run(paths) else None
-    if record is not None and owns_run(paths):
-        import_packages(record.config.gym_packages)
+    import_run_packages(paths)
     if paths.bot_json.exists():
         return replace(bot_target(paths.bot_json), game_bin=own_game)
     from training.ppo.inference import load_for_inference
