@@ -67,7 +67,9 @@ if hasattr(game, "parallel_env"):
     from stable_baselines3 import PPO
     env = ss.pettingzoo_env_to_vec_env_v1(game.parallel_env())
     env = ss.concat_vec_envs_v1(env, 8, num_cpus=1, base_class="stable_baselines3")
-    model = PPO("MlpPolicy", env, learning_rate=1e-3, batch_size=256, seed=seed, verbose=0)
+    from stable_baselines3.common.utils import set_random_seed
+    set_random_seed(seed)  # SuperSuit's vector env takes no seed of its own
+    model = PPO("MlpPolicy", env, learning_rate=1e-3, batch_size=256, verbose=0)
 else:
     import gymnasium
     import pettingzoo.utils
