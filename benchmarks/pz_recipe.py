@@ -18,9 +18,9 @@ the mean return of all agents over 100 tables; a game of two rivals by the bot's
 against uniformly random legal moves over 200 games, first on half and second on the
 other half. The table gives each side's median and lander - recipe.
 
-    .venv/bin/python benchmarks/pettingzoo.py --setup          # once: supersuit, sb3-contrib
-    .venv/bin/python benchmarks/pettingzoo.py                  # both games, 3 seeds, 120 s
-    .venv/bin/python benchmarks/pettingzoo.py --games mpe2.simple_spread_v3 --budget 60
+    .venv/bin/python benchmarks/pz_recipe.py --setup          # once: supersuit, sb3-contrib
+    .venv/bin/python benchmarks/pz_recipe.py                  # both games, 3 seeds, 120 s
+    .venv/bin/python benchmarks/pz_recipe.py --games mpe2.simple_spread_v3 --budget 60
 """
 
 from __future__ import annotations
