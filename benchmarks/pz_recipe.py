@@ -77,7 +77,7 @@ else:
     from sb3_contrib.common.maskable.policies import MaskableActorCriticPolicy
     from sb3_contrib.common.wrappers import ActionMasker
 
-    class SB3ActionMaskWrapper(pettingzoo.utils.BaseWrapper):
+    class SB3ActionMaskWrapper(pettingzoo.utils.BaseWrapper, gymnasium.Env):
         """PettingZoo's tutorial wrapper: one policy plays every turn, as a Gymnasium env."""
         def reset(self, seed=None, options=None):
             super().reset(seed, options)
