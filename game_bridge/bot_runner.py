@@ -28,6 +28,9 @@ BOT_FORMAT_VERSION = 1
 MEMORY_FORMAT_VERSION = 2
 """A bot with memory (a ``memory`` section) is version 2: a player that knows only version 1
 would play it without its state, so it refuses it by its version instead."""
+MASK_FORMAT_VERSION = 3
+"""A bot that picks among the moves its game allows (``action.mask``) is version 3: a player
+that knows only versions 1 and 2 would pick forbidden moves, so it refuses it instead."""
 MAX_MEMORY_UNITS = 4096
 """The most units of state a bot may keep per agent (``--memory``'s own bound)."""
 MAX_BOT_BYTES = 64 * 2**20
@@ -246,8 +249,18 @@ class BotRunner:
     def __init__(self, spec: dict[str, Any]) -> None:
         if spec.get("format") != BOT_FORMAT:
             raise BotFormatError(f"not a lander bot (format is {spec.get('format')!r})")
-        if spec.get("version") not in (BOT_FORMAT_VERSION, MEMORY_FORMAT_VERSION):
+        versions = (BOT_FORMAT_VERSION, MEMORY_FORMAT_VERSION, MASK_FORMAT_VERSION)
+        if spec.get("version") not in versions:
             raise BotFormatError(f"bot format version {spec.get('version')!r} is not supported")
+        action_spec = spec.get("action")
+        masked = isinstance(action_spec, dict) and "mask" in action_spec
+        if (spec.get("version") == MASK_FORMAT_VERSION) != masked:
+            raise BotFormatError(
+                f"a bot of masked moves (action.mask) is version {MASK_FORMAT_VERSION}, and only "
+                f"it; this one is version {spec.get('version')} "
+                + ("with" if masked else "without")
+                + " a mask"
+            )
         if (spec.get("version") == MEMORY_FORMAT_VERSION) != ("memory" in spec):
             raise BotFormatError(
                 f"a bot with memory is version {MEMORY_FORMAT_VERSION} and one without is "

@@ -197,7 +197,9 @@ def test_tictactoe_trains_by_self_play_its_rating_rises_and_its_bot_plays_only_l
     assert len(snapshots) >= 3 and snapshots[-1] > snapshots[0] + 150, ratings
     bot_path = tmp_path / "bots" / "ttt.json"
     spec = json.loads(bot_path.read_text())
-    assert spec["action"]["mask"] == MASK_KEY
+    assert spec["action"]["mask"] == MASK_KEY and spec["version"] == 3, (
+        "players of 1 and 2 refuse it"
+    )
     bot = BotRunner.from_file(bot_path)
     rng = np.random.default_rng(0)
     mask = (rng.random((2000, 9)) < 0.3).astype(np.float32)

@@ -13,7 +13,12 @@ from stable_baselines3 import PPO
 from stable_baselines3.common.torch_layers import CombinedExtractor, FlattenExtractor
 from stable_baselines3.common.vec_env import VecNormalize
 
-from game_bridge.bot_runner import BOT_FORMAT, BOT_FORMAT_VERSION, MEMORY_FORMAT_VERSION
+from game_bridge.bot_runner import (
+    BOT_FORMAT,
+    BOT_FORMAT_VERSION,
+    MASK_FORMAT_VERSION,
+    MEMORY_FORMAT_VERSION,
+)
 from training.bots.plugin_layout import OnnxLayout
 from training.errors import ExportError
 from training.ppo.camera_policy import (
@@ -302,7 +307,11 @@ def build_bot_spec(
     memory = _memory_spec(policy) if isinstance(policy, RecurrentActorCritic) else None
     return {
         "format": BOT_FORMAT,
-        "version": MEMORY_FORMAT_VERSION if memory else BOT_FORMAT_VERSION,
+        "version": MEMORY_FORMAT_VERSION
+        if memory
+        else MASK_FORMAT_VERSION
+        if isinstance(policy, MaskedPolicy)
+        else BOT_FORMAT_VERSION,
         "run": run,
         "timesteps": int(model.num_timesteps),
         "git_commit": git_commit,
