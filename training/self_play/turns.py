@@ -18,6 +18,7 @@ from stable_baselines3.common.vec_env import VecMonitor, VecNormalize
 
 from training.config import TrainConfig
 from training.envs.environments import wrapped_env
+from training.envs.game_monitor import IdleRows
 from training.envs.sides import SelfPlayEnv
 from training.runs.run_paths import RunPaths
 from training.self_play.pools import Ratings, SelfPlayPool, SnapshotPool
@@ -173,6 +174,7 @@ def self_play_callbacks(
         SelfPlayPool(config, other.view, theirs, ratings, save, config.seed + 1, (mine, own.model))
     )
     turns: list[BaseCallback] = [
+        IdleRows(),  # its turns' rows an agent did not act in teach it nothing either
         FollowStop(stopped),
         checkpoints(paths.side_checkpoints(side), other.normalizer),
         pools[1],
