@@ -64,6 +64,12 @@ def _play(module: str) -> Callable[[BotRunner, PlayOptions], PlayResult]:
     return play
 
 
+def _record_name(module: str, game_args: GameArgs) -> str:
+    """Other keyword arguments are another game to champion (simple_spread of five agents)."""
+    shown = ", ".join(f"{k}={v}" for k, v in sorted(game_args.items()) if k != "agents")
+    return f"{PREFIX}{module} ({shown})" if shown else f"{PREFIX}{module}"
+
+
 @cache
 def entry_for(module: str) -> GameEntry:
     """The registry entry of the PettingZoo game ``module``.
@@ -105,7 +111,7 @@ def entry_for(module: str) -> GameEntry:
         scorer=lambda game_args, _repeat: PettingZooScorer(
             module, tuple(sorted((k, v) for k, v in game_args.items() if k != "agents"))
         ),
-        record_name=lambda game_args: f"{PREFIX}{module}",
+        record_name=lambda game_args: _record_name(module, game_args),
         play=_play(module),
         page_plays=lambda _game_args: False,
         sides=sides,
