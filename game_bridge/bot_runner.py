@@ -31,6 +31,7 @@ would play it without its state, so it refuses it by its version instead."""
 MASK_FORMAT_VERSION = 3
 """A bot that picks among the moves its game allows (``action.mask``) is version 3: a player
 that knows only versions 1 and 2 would pick forbidden moves, so it refuses it instead."""
+VERSIONS = (BOT_FORMAT_VERSION, MEMORY_FORMAT_VERSION, MASK_FORMAT_VERSION)
 MAX_MEMORY_UNITS = 4096
 """The most units of state a bot may keep per agent (``--memory``'s own bound)."""
 MAX_BOT_BYTES = 64 * 2**20
@@ -249,17 +250,11 @@ class BotRunner:
     def __init__(self, spec: dict[str, Any]) -> None:
         if spec.get("format") != BOT_FORMAT:
             raise BotFormatError(f"not a lander bot (format is {spec.get('format')!r})")
-        versions = (BOT_FORMAT_VERSION, MEMORY_FORMAT_VERSION, MASK_FORMAT_VERSION)
-        if spec.get("version") not in versions:
+        if spec.get("version") not in VERSIONS:
             raise BotFormatError(f"bot format version {spec.get('version')!r} is not supported")
-        action_spec = spec.get("action")
-        masked = isinstance(action_spec, dict) and "mask" in action_spec
-        if (spec.get("version") == MASK_FORMAT_VERSION) != masked:
+        if (spec.get("version") == MASK_FORMAT_VERSION) != ("mask" in (spec.get("action") or {})):
             raise BotFormatError(
-                f"a bot of masked moves (action.mask) is version {MASK_FORMAT_VERSION}, and only "
-                f"it; this one is version {spec.get('version')} "
-                + ("with" if masked else "without")
-                + " a mask"
+                f"a bot with action.mask is version {MASK_FORMAT_VERSION}, only it"
             )
         if (spec.get("version") == MEMORY_FORMAT_VERSION) != ("memory" in spec):
             raise BotFormatError(
@@ -301,10 +296,8 @@ class BotRunner:
             self.low = np.asarray(action.get("low", [-1.0] * self.action_size), dtype=np.float64)
             self.high = np.asarray(action.get("high", [1.0] * self.action_size), dtype=np.float64)
             self.memory = _memory(spec["memory"]) if "memory" in spec else None
-            mask = action.get("mask")
-            self.mask_key: str | None = None if mask is None else str(mask)
-            """The observation key of the moves the game allows (``action_mask``): the
-            bot picks among them only."""
+            # The observation key of the moves the game allows: the bot picks among them.
+            self.mask_key: str | None = str(action["mask"]) if "mask" in action else None
         except (KeyError, TypeError, ValueError, AttributeError, OverflowError) as exc:
             raise BotFormatError(f"bot file is missing or garbles a field: {exc}") from None
         self._check_sizes()
@@ -561,7 +554,7 @@ class BotRunner:
         allowed = np.asarray(obs[self.mask_key], dtype=np.float64).reshape(len(output), -1) > 0.5
         if allowed.shape != output.shape:
             raise BotFormatError(
-                f"{self.mask_key!r} has {allowed.shape[1]} moves, the bot {output.shape[1]}"
+                f"{self.mask_key!r} has {allowed.shape[1]} moves, not {len(output.T)}"
             )
         allowed |= ~allowed.any(axis=1, keepdims=True)
         return np.where(allowed, output, MASKED_OUT)

@@ -142,7 +142,7 @@ def test_the_masked_policy_never_samples_a_forbidden_move() -> None:
     from stable_baselines3 import PPO
     from stable_baselines3.common.env_util import make_vec_env
 
-    from training.ppo.masked_policy import MaskedPolicy
+    from training.ppo.action_heads import MaskedPolicy
 
     class Masked(gymnasium.Env[Any, int]):
         observation_space = spaces.Dict(
@@ -238,6 +238,8 @@ def test_agents_alike_train_one_shared_policy(tmp_path: Path) -> None:
         for done in (model, random)
     ]
     assert rewards[0] > rewards[1] + 3, rewards
+    played = lander(tmp_path, "play", str(tmp_path / "bots" / "spread.json"))
+    assert played.returncode == 0 and "game(s) of pz:mpe2.simple_spread_v3" in played.stdout
 
 
 @pytest.mark.parametrize("game", [TICTACTOE])

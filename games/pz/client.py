@@ -38,7 +38,7 @@ LAUNCH_ARGUMENTS = frozenset(
 ACTION_KEY = "action"
 MASK_KEY = "action_mask"
 """The observation key of the moves a turn-based game allows (PettingZoo's own name): the
-policy never picks a move outside it (``training/ppo/masked_policy.py``)."""
+policy never picks a move outside it (``training/ppo/action_heads.py``)."""
 
 
 def parse_kwargs(values: dict[str, str]) -> dict[str, Any]:

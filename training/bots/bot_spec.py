@@ -21,6 +21,7 @@ from game_bridge.bot_runner import (
 )
 from training.bots.plugin_layout import OnnxLayout
 from training.errors import ExportError
+from training.ppo.action_heads import MASK_KEY, MaskedPolicy
 from training.ppo.camera_policy import (
     ByteConv2d,
     CameraExtractor,
@@ -28,7 +29,6 @@ from training.ppo.camera_policy import (
     Whitening,
     is_camera,
 )
-from training.ppo.masked_policy import MASK_KEY, MaskedPolicy
 from training.ppo.recurrent_policy import RecurrentActorCritic
 from training.runs.run_record import now_iso
 

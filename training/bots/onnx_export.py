@@ -16,8 +16,8 @@ from game_bridge.bot_runner import BotRunner
 from training.bots.bot_spec import input_parts, input_widths
 from training.bots.plugin_layout import OnnxLayout, action_starts
 from training.errors import ExportError
+from training.ppo.action_heads import FORBIDDEN, MASK_KEY, MaskedPolicy
 from training.ppo.camera_policy import CameraExtractor
-from training.ppo.masked_policy import FORBIDDEN, MASK_KEY, MaskedPolicy
 from training.ppo.recurrent_policy import RecurrentActorCritic, gru_step
 
 ONNX_OPSET = 17

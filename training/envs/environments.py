@@ -27,8 +27,8 @@ from games import gym_env_factory
 from training.config import ConfigError, TrainConfig
 from training.envs.game_launch import EarlyGames, launch_config
 from training.envs.game_monitor import GameMonitor
+from training.ppo.action_heads import MASK_KEY
 from training.ppo.camera_policy import is_camera
-from training.ppo.masked_policy import MASK_KEY
 
 
 def _in_process_env(config: TrainConfig) -> VecEnv:
@@ -205,7 +205,7 @@ def _running_normalised(space: spaces.Space[Any]) -> bool:
 def vector_keys(space: spaces.Space[Any]) -> list[str] | None:
     """The keys of a Dict observation that are vectors (None for a single vector; an empty
     list for a single camera or discrete observation)."""
-    if isinstance(space, spaces.Dict):  # the allowed moves stay 0 and 1 (masked_policy.py)
+    if isinstance(space, spaces.Dict):  # the allowed moves stay 0 and 1 (action_heads.py)
         return [
             key
             for key, part in space.spaces.items()

@@ -118,7 +118,7 @@ def is_valid_checkpoint(path: Path) -> bool:
 PPO_POLICY_MODULES = (
     "stable_baselines3.common.policies",
     "training.ppo.recurrent_policy",
-    "training.ppo.masked_policy",
+    "training.ppo.action_heads",
 )
 """Where PPO's policies (ActorCriticPolicy and its CNN and multi-input kinds, lander's
 policies with memory and with masked moves) are defined; a SAC, TD3 or DQN model names a

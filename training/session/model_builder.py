@@ -17,9 +17,9 @@ from stable_baselines3.common.vec_env import VecEnv
 from game_bridge.machine_memory import available_memory, in_gb
 from training.config import RESUMABLE_SETTINGS, ConfigError, TrainConfig
 from training.envs.half_steps import game_halves
+from training.ppo.action_heads import MaskedPolicy, masks_actions
 from training.ppo.camera_policy import camera_policy_kwargs, sees_images
 from training.ppo.lean_ppo import LeanPPO
-from training.ppo.masked_policy import MaskedPolicy, masks_actions
 from training.ppo.policy_tweaks import reset_action_std
 from training.ppo.recurrent_policy import RecurrentActorCritic, memory_of
 from training.runs.checkpoints import CheckpointError

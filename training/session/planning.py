@@ -240,12 +240,9 @@ def plan_training(request: TrainRequest, console: Console | None = None) -> Trai
         if config.memory:
             tuned["n_steps"] = max(int(tuned.get("n_steps", base.n_steps)), MEMORY_N_STEPS)
             tuned["n_epochs"] = MEMORY_N_EPOCHS
-        if tuned:
+        if tuned:  # a new run: no record from elsewhere
             config = _given_settings(
-                apply_overrides(base, tuned, f"the {config.game} game"),
-                file_settings,
-                request,
-                foreign_record,
+                apply_overrides(base, tuned, f"the {config.game} game"), file_settings, request
             )
     named_here = "game_bin" in request.overrides
     if foreign_game is not None and config.game_bin == foreign_game and not named_here:
