@@ -24,6 +24,8 @@ from measure import free_base_port
 from rich.console import Console
 from rich.table import Table
 
+from cli.common.train_flags import settings_argv
+
 ROOT = Path(__file__).resolve().parent.parent
 SUITE = {
     "mpe2.simple_spread_v3": 300_000,
@@ -33,17 +35,6 @@ SUITE = {
 """Each game of the suite and the steps it trains: a cooperative parallel game of three
 agents alike, and two turn-based games of two rivals with masked moves."""
 console = Console(width=150)
-
-
-def _flags(settings: dict[str, object]) -> list[str]:
-    flags: list[str] = []
-    for name, value in settings.items():
-        flag = "--" + name.replace("_", "-")
-        if isinstance(value, bool):
-            flags.append(flag if value else f"--no-{flag[2:]}")
-        else:
-            flags += [flag, str(value)]
-    return flags
 
 
 def train_and_score(module: str, steps: int, seed: int, settings: dict[str, object]) -> float:
@@ -57,7 +48,7 @@ def train_and_score(module: str, steps: int, seed: int, settings: dict[str, obje
         trained = subprocess.run(
             [lander, "train", "suite", "--game", f"pz:{module}", "--timesteps", str(steps),
              "--seed", str(seed), "--no-git", "--port", str(free_base_port(8)),
-             *(["--self-play"] if rivals else []), *_flags(settings)],
+             *(["--self-play"] if rivals else []), *settings_argv(settings)],
             env=env, capture_output=True, text=True, check=False,
         )  # fmt: skip
         if trained.returncode != 0:

@@ -57,7 +57,7 @@ _GYM_ID = re.compile(r"[A-Za-z0-9_.\-]+(/[A-Za-z0-9_.\-]+)?")
 from elsewhere must not import code."""
 
 
-_MODULE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)+")
+PZ_MODULE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)+")
 """A PettingZoo game's module path (``pettingzoo.classic.tictactoe_v3``)."""
 
 
@@ -90,7 +90,7 @@ def is_game_name(name: str) -> bool:
     if name.startswith(GYM_PREFIX):
         return _GYM_ID.fullmatch(name[len(GYM_PREFIX) :]) is not None
     if name.startswith(PZ_PREFIX):
-        return _MODULE.fullmatch(name[len(PZ_PREFIX) :]) is not None
+        return PZ_MODULE.fullmatch(name[len(PZ_PREFIX) :]) is not None
     return name in BUNDLED_GAMES
 
 

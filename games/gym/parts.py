@@ -272,11 +272,8 @@ def _text_part(env: gymnasium.Env[Any, Any], name: str, source: Path) -> Observa
 
     :raises UnsupportedEnv: text of many values, naming the wrapper to write.
     """
-    seen: list[str] = []
-    for seed in range(TEXT_SAMPLES):
-        obs, _ = env.reset(seed=seed)
-        probe = ObservationPart(name, source, spaces.Discrete(1))
-        seen.append(str(probe.pick(obs)))
+    probe = ObservationPart(name, source, spaces.Discrete(1))
+    seen = [str(probe.pick(env.reset(seed=seed)[0])) for seed in range(TEXT_SAMPLES)]
     words = tuple(sorted(set(seen)))
     if len(words) == 1:
         return f"its text {name!r} is always {words[0][:60]!r}: left out of the observation"

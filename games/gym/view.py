@@ -69,6 +69,14 @@ def action_scale(low: np.ndarray, high: np.ndarray) -> tuple[np.ndarray, np.ndar
     return centre, below, above
 
 
+def to_bounds(scale: tuple[np.ndarray, np.ndarray, np.ndarray], sent: Any) -> np.ndarray:
+    """The protocol's continuous action in [-1, 1] (clipped) on the bounds ``scale`` was made
+    for (:func:`action_scale`), flat, in float64."""
+    centre, below, above = scale
+    values = np.clip(np.asarray(sent, dtype=np.float64).reshape(-1), -1.0, 1.0)
+    return np.asarray(centre + np.where(values < 0, below, above) * values)
+
+
 class GameView(gymnasium.Wrapper[Any, Any, Any, Any]):
     """The environment as the bridge sees it (see the module's docstring).
 
@@ -120,10 +128,7 @@ class GameView(gymnasium.Wrapper[Any, Any, Any, Any]):
     def env_action(self, action: Any) -> Any:
         """The protocol's action as the environment takes it."""
         if self._scale is not None:
-            centre, below, above = self._scale
-            values = np.clip(np.asarray(action, dtype=np.float64).reshape(-1), -1.0, 1.0)
-            scaled = centre + np.where(values < 0, below, above) * values
-            return scaled.astype(np.float32).reshape(self._action_shape)
+            return to_bounds(self._scale, action).astype(np.float32).reshape(self._action_shape)
         if isinstance(self.action_space, spaces.MultiDiscrete):
             return np.asarray(action, dtype=np.int64).reshape(-1) + self._action_start
         return int(np.asarray(action).reshape(-1)[0]) + int(self._action_start)

@@ -15,7 +15,6 @@ episode ended, with its terminal observation, on the step it left).
 
 from __future__ import annotations
 
-import ast
 import re
 import sys
 from typing import Any
@@ -27,7 +26,7 @@ from game_bridge import protocol
 from game_bridge.game_loop import read_arguments, run_game
 from games.gym.packages import PACKAGE_ARGUMENT, GymPackageError, import_packages, packages_of
 from games.gym.parts import ObservationPart, UnsupportedEnv, space_parts
-from games.gym.view import action_scale
+from games.gym.view import action_scale, parse_kwargs, to_bounds
 from games.pz.tables import GameModuleError, Table, make_env
 
 LAUNCH_ARGUMENTS = frozenset(
@@ -39,18 +38,6 @@ ACTION_KEY = "action"
 MASK_KEY = "action_mask"
 """The observation key of the moves a turn-based game allows (PettingZoo's own name): the
 policy never picks a move outside it (``training/ppo/action_heads.py``)."""
-
-
-def parse_kwargs(values: dict[str, str]) -> dict[str, Any]:
-    """The game's keyword arguments from ``--KEY=VALUE`` text (a Python literal where the
-    text is one)."""
-    kwargs: dict[str, Any] = {}
-    for key, text in values.items():
-        try:
-            kwargs[key] = ast.literal_eval(text)
-        except (ValueError, SyntaxError, MemoryError, RecursionError):
-            kwargs[key] = text
-    return kwargs
 
 
 def _kind(agent: str) -> str:
@@ -129,11 +116,8 @@ class AgentSpaces:
     def game_action(self, sent: Any) -> Any:
         """The protocol's action as the game takes it."""
         if self.scale is not None:
-            centre, below, above = self.scale
-            values = np.clip(np.asarray(sent, dtype=np.float64).reshape(-1), -1.0, 1.0)
-            scaled = centre + np.where(values < 0, below, above) * values
             assert isinstance(self.action, spaces.Box)
-            return scaled.astype(self.action.dtype).reshape(self.action.shape)
+            return to_bounds(self.scale, sent).astype(self.action.dtype).reshape(self.action.shape)
         return int(np.asarray(sent).reshape(-1)[0]) + int(getattr(self.action, "start", 0))
 
 
@@ -162,7 +146,7 @@ class PettingZooGame:
         self._swapped = [False] * len(tables)
         """Per table, whether its rivals sit in each other's chairs this game."""
         if (
-            rivals(first)
+            self.rivals
             and self.spaces[self.agents[0]].entries != self.spaces[self.agents[1]].entries
         ):
             raise UnsupportedEnv("two rivals of one kind act in different spaces")

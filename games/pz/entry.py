@@ -16,7 +16,8 @@ from gymnasium import spaces
 from game_bridge.bot_runner import BotRunner
 from games import PZ_PREFIX as PREFIX
 from games.gym.parts import UnsupportedEnv
-from games.pz.client import make_tables, parse_kwargs, policy_names
+from games.gym.view import parse_kwargs
+from games.pz.client import make_tables, policy_names
 from games.pz.scoring import PettingZooScorer
 from games.spec import GameArgs, GameEntry, PlayOptions, PlayResult
 
@@ -34,9 +35,8 @@ def check_module_args(module: str, game_args: GameArgs) -> None:
     from games.pz.client import AgentSpaces
     from games.pz.tables import GameModuleError
 
-    settings = {k: v for k, v in game_args.items() if k != "agents"}
     try:
-        (table,) = make_tables(module, parse_kwargs(settings), 1)
+        (table,) = make_tables(module, parse_kwargs(dict(game_args)), 1)
         for agent in table.agents:
             AgentSpaces(table.env.observation_space(agent), table.env.action_space(agent))
         table.close()
@@ -49,9 +49,7 @@ def _play(module: str) -> Callable[[BotRunner, PlayOptions], PlayResult]:
         """Play the bot on a few tables (as ``eval`` plays it); their mean score."""
         if options.remote is not None:
             raise ValueError(f"{PREFIX}{module} plays in-process; drop --game-bin")
-        scorer = PettingZooScorer(
-            module, tuple(sorted((k, v) for k, v in options.game_args.items() if k != "agents"))
-        )
+        scorer = PettingZooScorer.of(module, options.game_args)
         returns, _ = scorer.play(bot.policy(), max(2, options.agents), options.seed)
         against = " against random legal moves" if scorer.rivals() else ""
         against = against or (" beside random play of the other sides" if scorer.sides() else "")
@@ -108,9 +106,7 @@ def entry_for(module: str) -> GameEntry:
         game_args={},
         check_args=lambda game_args, _repeat: check_module_args(module, game_args),
         in_process_kwargs=in_process,
-        scorer=lambda game_args, _repeat: PettingZooScorer(
-            module, tuple(sorted((k, v) for k, v in game_args.items() if k != "agents"))
-        ),
+        scorer=lambda game_args, _repeat: PettingZooScorer.of(module, game_args),
         record_name=lambda game_args: _record_name(module, game_args),
         play=_play(module),
         page_plays=lambda _game_args: False,

@@ -7,21 +7,15 @@ between bots come from ``lander match`` and ``lander ladder``)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 from gymnasium import spaces
 
-from games.pz.client import (
-    MASK_KEY,
-    AgentSpaces,
-    make_tables,
-    parse_kwargs,
-    policy_names,
-    rivals,
-)
+from games.gym.view import parse_kwargs
+from games.pz.client import MASK_KEY, AgentSpaces, make_tables, policy_names, rivals
 from games.pz.tables import Table
 from games.spec import Policy
 
@@ -41,7 +35,7 @@ Seating = Callable[[int, str], tuple[Policy, bool]]
 """Who plays agent ``agent`` of table ``t``, and whether its return is the score."""
 
 
-def play_tables(policy: Policy, tables: list[Table], seed: int, seating: Seating) -> np.ndarray:
+def play_tables(tables: list[Table], seed: int, seating: Seating) -> np.ndarray:
     """One game on each table; each table's score, the mean return of the agents its
     seating counts."""
     agents = tables[0].agents
@@ -110,6 +104,11 @@ class PettingZooScorer:
     module: str
     game_args: tuple[tuple[str, str], ...]
 
+    @classmethod
+    def of(cls, module: str, game_args: Mapping[str, str]) -> PettingZooScorer:
+        """The scorer of a run's ``--game-arg`` settings (the bridge's ``agents`` aside)."""
+        return cls(module, tuple(sorted((k, v) for k, v in game_args.items() if k != "agents")))
+
     def sides(self) -> bool:
         """Whether the game's agents form sides with spaces of their own."""
         (table,) = self._tables(1)
@@ -124,8 +123,7 @@ class PettingZooScorer:
 
     def _tables(self, count: int) -> list[Table]:
         kwargs = parse_kwargs(dict(self.game_args))
-        first = make_tables(self.module, kwargs, 1)[0]
-        return [first, *(make_tables(self.module, kwargs, 1)[0] for _ in range(count - 1))]
+        return [make_tables(self.module, kwargs, 1)[0] for _ in range(count)]
 
     def play(
         self, policy: Policy, episodes: int, seed: int
@@ -139,15 +137,16 @@ class PettingZooScorer:
         rng = np.random.default_rng(seed)
         others = {agent: random_moves(first.env.action_space(agent), rng) for agent in first.agents}
         names = policy_names(first)
-        two = rivals(first)
+        two, alike = rivals(first), _alike(first)
+        chairs = {agent: index for index, agent in enumerate(first.agents)}
 
         def seating(t: int, agent: str) -> tuple[Policy, bool]:
-            index = first.agents.index(agent)
-            own = index == t % 2 if two else names[index] == names[0] or _alike(first)
+            index = chairs[agent]
+            own = index == t % 2 if two else alike or names[index] == names[0]
             return (policy, True) if own else (others[agent], False)
 
         try:
-            return play_tables(policy, tables, seed, seating), None
+            return play_tables(tables, seed, seating), None
         finally:
             for table in tables:
                 table.close()

@@ -8,18 +8,19 @@ for that step (not its turn), and an agent that left is *gone* until its table s
 again; the game process marks both in the step's info, and the trainer learns nothing from
 those actions (``training/envs/game_monitor.py``).
 
-Imports only the standard library, numpy and the game's own module.
+Imports only the standard library, the registry's pattern of a module path, and the game's
+own module.
 """
 
 from __future__ import annotations
 
 import importlib
-import re
 from dataclasses import dataclass, field
 from typing import Any
 
-MODULE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)+")
-"""A PettingZoo game's module path (``pettingzoo.classic.tictactoe_v3``)."""
+from games import PZ_MODULE
+from games.gym.packages import pip_name
+
 API_ARG = "api"
 """``--game-arg api=aec|parallel``: which of the module's APIs to play (default: parallel
 where the module has ``parallel_env``, else ``env``)."""
@@ -35,7 +36,7 @@ def load_module(module: str) -> Any:
     :raises GameModuleError: a name that is no module path, a module not installed, or
         one without ``env`` or ``parallel_env``.
     """
-    if not MODULE_NAME.fullmatch(module):
+    if not PZ_MODULE.fullmatch(module):
         raise GameModuleError(
             f"pz:{module[:60]} is not a module path (pz:pettingzoo.classic.tictactoe_v3)"
         )
@@ -44,8 +45,7 @@ def load_module(module: str) -> Any:
     except ModuleNotFoundError as exc:
         missing = exc.name or module
         raise GameModuleError(
-            f"pz:{module}: {missing} is not installed (.venv/bin/pip install "
-            f"{missing.split('.')[0].replace('_', '-')})"
+            f"pz:{module}: {missing} is not installed (.venv/bin/pip install {pip_name(missing)})"
         ) from None
     except Exception as exc:  # the module's own import code: any error is the module's
         first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
