@@ -70,6 +70,7 @@ COMMANDS: list[tuple[str, Callable[..., Any]]] = [
     ("attach", sessions.attach),
     ("dashboard", serving.dashboard),
     ("push", results.push),
+    ("cluster", machine.cluster),
 ]
 """Every command under its name, in the order of ``lander --help``."""
 for _name, _command in COMMANDS:

@@ -19,17 +19,20 @@ from __future__ import annotations
 import contextlib
 import hmac
 import logging
+import math
 import secrets
 import socket
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from game_bridge.errors import LaunchError
 from game_bridge.instance import GameInstance
+from game_bridge.ray_token import RayTokenError, check_cluster_token, use_token_here
 from game_bridge.relay import PREAMBLE, PYTHON_MODULE, SECRET_BYTES, GameHost, checkout_root
 
 if TYPE_CHECKING:
@@ -39,6 +42,8 @@ LOST_EXIT_CODE = 255
 """Reported for a game whose relay or node was lost before it could say how the game ended."""
 _ADMIT_TIMEOUT_S = 2.0
 """How long a new connection may take to present the run's secret."""
+_MAX_OPENING = 16
+"""Connections to one port waiting to show the secret, at most."""
 _SUSPECT_S = 60.0
 """A node where an instance failed is avoided by restarts for this long (a node that
 died is still listed as alive for a while)."""
@@ -167,29 +172,107 @@ class RemoteGame:
         return tail
 
 
+@dataclass
+class _Opening:
+    """A connection to a relayed port that has not yet shown the run's secret."""
+
+    conn: socket.socket
+    peer: tuple[str, int]
+    deadline: float
+    received: bytes = b""
+
+
 class RelayedInstance(GameInstance):
     """An instance whose game runs on a cluster node and reaches this port through a relay.
 
+    A connection is the relay when it comes from one of the cluster's nodes and its first
+    bytes are :data:`PREAMBLE` and the run's secret, sent within :data:`_ADMIT_TIMEOUT_S`.
+    Any other is closed and noted in the game's log; one that says nothing waits beside the
+    others without holding up the relay, and is dropped at its deadline. Once the relay is
+    in, the port closes: a later connection is refused by the kernel.
+
     :param secret: the run's secret; a connection must begin with it.
+    :param allowed: whether an address is one of the cluster's nodes (None: any).
     """
 
-    def __init__(self, index: int, port: int, host: str, secret: bytes, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        index: int,
+        port: int,
+        host: str,
+        secret: bytes,
+        allowed: Callable[[str], bool] | None = None,
+        **kwargs: Any,
+    ) -> None:
         super().__init__(index, port, host, **kwargs)
         self.secret = secret
+        self.allowed = allowed
         self.remote: RemoteGame | None = None
+        self._opening: list[_Opening] = []
 
-    def _admit(self, conn: socket.socket, peer: tuple[str, int]) -> bool:
-        """Only a relay of this run: the first bytes must be the preamble and the secret."""
+    def try_accept(self) -> bool:
+        """Admit the relay if it has shown the secret; never blocks (see the class)."""
+        if self.connected or self.listener is None:
+            return self.connected
+        while True:
+            try:
+                conn, peer = self.listener.accept()
+            except BlockingIOError:
+                break
+            if self.allowed is not None and not self.allowed(peer[0]):
+                self._refuse(conn, peer, "the address is not one of the cluster's nodes")
+                continue
+            conn.setblocking(False)
+            if len(self._opening) >= _MAX_OPENING:  # many at once: the oldest goes first
+                oldest = self._opening.pop(0)
+                self._refuse(oldest.conn, oldest.peer, "too many connections said nothing")
+            self._opening.append(_Opening(conn, peer, time.monotonic() + _ADMIT_TIMEOUT_S))
+        for opening in list(self._opening):
+            verdict = self._verdict(opening)
+            if verdict is None:
+                continue
+            self._opening.remove(opening)
+            if verdict:
+                self._admitted(opening.conn)
+                return True
+            why = (
+                "it did not send the run's secret in time"
+                if time.monotonic() > opening.deadline
+                else "it did not begin with the run's secret"
+            )
+            self._refuse(opening.conn, opening.peer, why)
+        return False
+
+    def _verdict(self, opening: _Opening) -> bool | None:
+        """True: the relay; False: not it; None: not told yet."""
         expected = PREAMBLE + self.secret
-        conn.settimeout(_ADMIT_TIMEOUT_S)
-        received = b""
-        with contextlib.suppress(OSError):
-            while len(received) < len(expected):
-                chunk = conn.recv(len(expected) - len(received))
-                if not chunk:
-                    break
-                received += chunk
-        return hmac.compare_digest(received, expected)
+        try:
+            chunk = opening.conn.recv(len(expected) - len(opening.received))
+        except (BlockingIOError, InterruptedError):
+            return None if time.monotonic() <= opening.deadline else False
+        except OSError:
+            return False
+        if not chunk:
+            return False
+        opening.received += chunk
+        public = opening.received[: len(PREAMBLE)]
+        if public != PREAMBLE[: len(public)]:
+            return False  # not a relay at all (an HTTP request, a scanner)
+        if len(opening.received) < len(expected):
+            # Judged only whole: a verdict on part of the secret would tell a stranger,
+            # byte by byte, which guesses were right.
+            return None if time.monotonic() <= opening.deadline else False
+        return hmac.compare_digest(opening.received, expected)
+
+    def _admitted(self, conn: socket.socket) -> None:
+        """The relay is in: take it, drop the rest, and stop listening."""
+        self._take(conn)
+        for other in self._opening:
+            self._refuse(other.conn, other.peer, "the run's relay is already connected")
+        self._opening.clear()
+        if self.listener is not None:
+            self.listener.close()
+            self.listener = None
 
     def output_tail(self, limit: int = 2000) -> str:
         """The game's output on its node (lander's own notes stay in the local log)."""
@@ -222,9 +305,11 @@ def _check_reachable(address: str, timeout: float = 10.0) -> None:
 
 
 def connect_ray(address: str) -> None:
-    """Join the Ray cluster at ``address`` as a driver (once per process).
+    """Join the Ray cluster at ``address`` as a driver (once per process), with this
+    machine's Ray token (:mod:`game_bridge.ray_token`).
 
-    :raises ClusterError: Ray is not installed, or nothing answers at ``address``.
+    :raises ClusterError: Ray is not installed, nothing answers at ``address``, there is no
+        token here, or the cluster takes none or refuses this one.
     """
     try:
         import ray
@@ -236,6 +321,12 @@ def connect_ray(address: str) -> None:
         return
     _check_reachable(address)
     try:
+        use_token_here()
+        if address != "auto":
+            check_cluster_token(address)
+    except RayTokenError as exc:
+        raise ClusterError(str(exc)) from None
+    try:
         ray.init(
             address=address,
             logging_level=logging.WARNING,
@@ -245,6 +336,12 @@ def connect_ray(address: str) -> None:
     except (ConnectionError, ValueError, RuntimeError) as exc:
         lines = str(exc).strip().splitlines() or [type(exc).__name__]
         raise ClusterError(f"cannot reach the Ray cluster at {address}: {lines[0]}") from None
+    if address == "auto":  # found by Ray: its head's address is known only now
+        try:
+            check_cluster_token(ray.get_runtime_context().gcs_address)
+        except RayTokenError as exc:
+            ray.shutdown()
+            raise ClusterError(str(exc)) from None
 
 
 class GameCluster:
@@ -272,6 +369,21 @@ class GameCluster:
         this_box = ray.util.get_node_ip_address()
         alone = all(node.address == this_box for node in self.nodes())
         self.listen_host = "127.0.0.1" if alone else this_box
+        self._node_addresses: set[str] = set()
+        self._nodes_asked_at = -math.inf
+
+    def is_node_address(self, address: str) -> bool:
+        """Whether a connection from ``address`` may be a relay of this run: from one of the
+        cluster's nodes (asked of Ray again, at most once a second, for an address not
+        known yet: a node may have joined), or from loopback when every node is this box."""
+        if address in self._node_addresses:
+            return True
+        if time.monotonic() - self._nodes_asked_at >= 1.0:
+            self._nodes_asked_at = time.monotonic()
+            self._node_addresses = {node.address for node in self.nodes()}
+            if self.listen_host.startswith("127."):
+                self._node_addresses.add("127.0.0.1")
+        return address in self._node_addresses
 
     def nodes(self) -> list[Node]:
         """The live nodes with CPUs, in a stable order (the head first), by free CPUs."""
@@ -303,6 +415,7 @@ class GameCluster:
             port,
             self.listen_host,
             self.secret,
+            self.is_node_address,
             read_timeout=read_timeout,
             max_frame_bytes=max_frame_bytes,
         )

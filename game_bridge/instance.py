@@ -220,13 +220,21 @@ class GameInstance:
         except BlockingIOError:
             return False
         if not self._admit(conn, peer):
-            conn.close()
-            self.refused += 1
-            self._note(
-                f"lander: refused a connection to port {self.port} from {peer[0]}:{peer[1]}: "
-                "it is not this instance's game"
-            )
+            self._refuse(conn, peer, "it is not this instance's game")
             return False
+        self._take(conn)
+        return True
+
+    def _refuse(self, conn: socket.socket, peer: tuple[str, int], why: str) -> None:
+        """Close a connection that is not this instance's game, noted in the game's log."""
+        conn.close()
+        self.refused += 1
+        self._note(
+            f"lander: refused a connection to port {self.port} from {peer[0]}:{peer[1]}: {why}"
+        )
+
+    def _take(self, conn: socket.socket) -> None:
+        """Make ``conn`` the game's connection."""
         # A blocking socket with kernel-side timeouts (SO_RCVTIMEO/SO_SNDTIMEO):
         # each read is one recv syscall, where Python's settimeout() would add a
         # poll() before every recv and send. A timed-out call raises
@@ -237,7 +245,6 @@ class GameInstance:
         conn.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO, slice_timeval)
         conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self._conn = conn
-        return True
 
     def _admit(self, conn: socket.socket, peer: tuple[str, int]) -> bool:
         """Whether a new connection is this instance's game: on this machine, the game's

@@ -210,7 +210,10 @@ def _accept_all(instances: list[GameInstance], deadline: float) -> None:
             waiting += 1
     try:
         while waiting:
-            for key, _ in selector.select(timeout=0.1):
+            # A new connection wakes the loop; every instance still waiting is asked each
+            # round, so one that is judging a connection (a relay's secret) gets its answer.
+            selector.select(timeout=0.1)
+            for key in list(selector.get_map().values()):
                 ready: GameInstance = key.data
                 if ready.try_accept():
                     selector.unregister(key.fileobj)

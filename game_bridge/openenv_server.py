@@ -18,6 +18,12 @@ end is ``done`` with ``metadata.truncated`` true. HTTP ``POST /reset`` and ``/st
 which reads GET requests only; episodes are played over ``/ws``. A request it does not
 serve (another method, a line that is no HTTP) is answered 405 or 400 and closed, and
 noted in one log line per peer and minute at most: a stranger cannot fill the log.
+
+Strangers on the network (:mod:`game_bridge.local_names`): a request for a name that is
+not this machine's (a page elsewhere rebinding its DNS here) is refused 421 before any
+session opens; a connection must send its request within :data:`OPENING_DEADLINE_S`, and
+past :data:`MAX_OPENING` such connections the oldest is closed, so idle sockets cannot
+keep a person out.
 """
 
 from __future__ import annotations
@@ -37,10 +43,16 @@ import numpy as np
 from gymnasium import spaces
 
 from game_bridge.errors import LanderError
+from game_bridge.local_names import LocalNames
 
 EnvFactory = Callable[[], gymnasium.Env[Any, Any]]
 REFUSALS_LOGGED_EVERY_S = 60.0
 """A peer's refused requests are noted once in this many seconds at most."""
+OPENING_DEADLINE_S = 10.0
+"""Seconds a connection may take to send its request (HTTP or a session's opening): an
+idle or drip-fed one is closed after it."""
+MAX_OPENING = 256
+"""Connections still sending their request, at most; one more closes the oldest of them."""
 
 
 class ServeError(LanderError, ValueError):
@@ -140,6 +152,8 @@ class OpenEnvServer:
         self.max_sessions = max_sessions
         self.log = log
         self._refusals: dict[str, float] = {}
+        self._opening: dict[Any, float] = {}  # connection -> when it opened
+        self.names = LocalNames("127.0.0.1")  # until serve() says where it serves
         probe = factory()
         try:
             title = name.title().replace("-", "").replace("_", "")
@@ -161,6 +175,16 @@ class OpenEnvServer:
         from websockets.datastructures import Headers
         from websockets.http11 import Response
 
+        host = request.headers.get("Host")
+        if not self.names.allows(host):
+            why = self.names.refusal(host)
+            self.refused(_peer(connection), why)
+            return Response(
+                HTTPStatus.MISDIRECTED_REQUEST.value,
+                HTTPStatus.MISDIRECTED_REQUEST.phrase,
+                Headers([("Content-Type", "text/plain"), ("Content-Length", str(len(why)))]),
+                why.encode(),
+            )
         path = request.path.split("?", 1)[0]
         if path == "/ws":
             return None
@@ -308,6 +332,20 @@ class OpenEnvServer:
             }
         )
 
+    def opened(self, connection: Any) -> None:
+        """Count a new connection among those sending their request; past
+        :data:`MAX_OPENING`, close the one that has waited longest (an idle or drip-fed
+        socket), so a person's request always gets in."""
+        while len(self._opening) >= MAX_OPENING:
+            oldest = min(self._opening, key=self._opening.__getitem__)
+            del self._opening[oldest]
+            oldest.transport.abort()
+        self._opening[connection] = time.monotonic()
+
+    def done_opening(self, connection: Any) -> None:
+        """The connection sent its request (or left)."""
+        self._opening.pop(connection, None)
+
     def refused(self, peer: str, why: str) -> None:
         """Note a refused request: once per peer and :data:`REFUSALS_LOGGED_EVERY_S`."""
         now = time.monotonic()
@@ -322,12 +360,14 @@ class OpenEnvServer:
         """Serve until cancelled; ``ready`` is called once the port listens."""
         from websockets.asyncio.server import serve
 
+        self.names = LocalNames(host)
         async with serve(
             self._session,
             host,
             port,
             process_request=self._http,
             max_size=2**24,
+            open_timeout=OPENING_DEADLINE_S,
             create_connection=_refusing_connection(self),
         ):
             if ready is not None:
@@ -348,8 +388,15 @@ def _refusing_connection(server: OpenEnvServer) -> Any:
         _refused = False
 
         def _peer(self) -> str:
-            address = self.transport.get_extra_info("peername")
-            return str(address[0]) if address else "?"
+            return _peer(self)
+
+        def connection_made(self, transport: Any) -> None:
+            server.opened(self)
+            super().connection_made(transport)
+
+        def connection_lost(self, exc: Exception | None) -> None:
+            server.done_opening(self)
+            super().connection_lost(exc)
 
         def data_received(self, data: bytes) -> None:
             if not self._checked:
@@ -383,8 +430,16 @@ def _refusing_connection(server: OpenEnvServer) -> Any:
                 if not self._refused:
                     cause = str(exc.__cause__ or exc).splitlines()
                     server.refused(self._peer(), cause[0][:200] if cause else type(exc).__name__)
+            finally:
+                server.done_opening(self)
 
     return RefusingConnection
+
+
+def _peer(connection: Any) -> str:
+    """The address a connection comes from."""
+    address = connection.transport.get_extra_info("peername") if connection.transport else None
+    return str(address[0]) if address else "?"
 
 
 class _Invalid(ValueError):

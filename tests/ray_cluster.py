@@ -1,8 +1,11 @@
 """A real Ray cluster of several nodes on this machine, for tests and benchmarks.
 
-Started with Ray's own command line (``ray start --head`` and ``ray start
---address=...``), every node with ``--node-ip-address=127.0.0.1``, ports of its own
-and a private ``--temp-dir``, so it never meets another cluster on the machine.
+Started as a user starts one, with ``lander cluster`` (a head) and ``lander cluster --join``
+(Ray's ``ray start`` with token authentication), every node with
+``--node-ip-address=127.0.0.1``, ports of its own and a private ``--temp-dir``, so it never
+meets another cluster on the machine. Its token is a file in that folder: while the cluster
+runs, ``RAY_AUTH_TOKEN_PATH`` names it in this process's environment (and so in every
+``lander`` a test starts); :meth:`LocalRayCluster.stop` puts the variable back.
 Stopping it kills only its own processes (never ``ray stop``, which would end every
 Ray cluster of the user). Ray 2.60 replaces a loopback node address by the
 machine's own (``ray._private.services.resolve_ip_for_localhost``), so Ray's
@@ -23,9 +26,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tests.conftest import find_free_port_block
+from tests.conftest import LANDER, find_free_port_block
 
-RAY = str(Path(sys.executable).with_name("ray"))
 _ENV = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0"}
 
 
@@ -75,23 +77,38 @@ class LocalRayCluster:
     temp_dir: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="lray-")))
     address: str = ""
     nodes: list[RayNode] = field(default_factory=list)
+    _port: int = 0
+    _token_before: str | None = None
 
-    def _ray_start(self, *args: str) -> None:
+    @property
+    def token_path(self) -> Path:
+        """The cluster's Ray token (``lander cluster`` makes it when the head starts)."""
+        return self.temp_dir / "auth_token"
+
+    def environment(self) -> dict[str, str]:
+        """What a process needs to reach this cluster with its token."""
+        return {**_ENV, "RAY_AUTH_TOKEN_PATH": str(self.token_path), "RAY_AUTH_MODE": "token"}
+
+    def _lander_cluster(self, *args: str) -> None:
         ports = find_free_port_block(8)
         command = [
-            RAY, "start", "--node-ip-address=127.0.0.1", f"--temp-dir={self.temp_dir}",
-            f"--num-cpus={self.cpus_per_node}", "--disable-usage-stats",
+            LANDER, "cluster", "--node-ip-address", "127.0.0.1", *args, "--",
+            f"--temp-dir={self.temp_dir}", f"--num-cpus={self.cpus_per_node}",
             "--object-store-memory=100000000",
             f"--node-manager-port={ports}", f"--object-manager-port={ports + 1}",
             f"--dashboard-agent-listen-port={ports + 2}", f"--dashboard-agent-grpc-port={ports + 3}",
             f"--runtime-env-agent-port={ports + 4}", f"--metrics-export-port={ports + 5}",
-            *args,
         ]  # fmt: skip
+        if not args:  # the head
+            command += [f"--ray-client-server-port={self._port + 1}", "--include-dashboard=false"]
         result = subprocess.run(
-            command, env=_ENV, capture_output=True, text=True, timeout=120, check=False
-        )
+            [str(part) for part in command], env=self.environment(), capture_output=True,
+            text=True, timeout=120, check=False, stdin=subprocess.DEVNULL,
+        )  # fmt: skip
         if result.returncode != 0:
-            raise RuntimeError(f"ray start failed: {result.stdout[-1500:]}{result.stderr[-1500:]}")
+            raise RuntimeError(
+                f"lander cluster failed: {result.stdout[-1500:]}{result.stderr[-1500:]}"
+            )
         raylet = self._raylet_of(ports)
         self.nodes.append(RayNode(ports, raylet))
 
@@ -105,18 +122,17 @@ class LocalRayCluster:
 
     def start(self) -> LocalRayCluster:
         """The head node (with CPUs, so games and trials run on it too)."""
-        port = find_free_port_block(2)
-        self._ray_start(
-            "--head", f"--port={port}", f"--ray-client-server-port={port + 1}",
-            "--include-dashboard=false",
-        )  # fmt: skip
-        self.address = f"127.0.0.1:{port}"
+        self._port = find_free_port_block(2)
+        self._lander_cluster("--port", str(self._port))
+        self.address = f"127.0.0.1:{self._port}"
+        self._token_before = os.environ.get("RAY_AUTH_TOKEN_PATH")
+        os.environ["RAY_AUTH_TOKEN_PATH"] = str(self.token_path)
         self._learn_node_ids()
         return self
 
     def add_node(self) -> RayNode:
         """One more node joined to the head."""
-        self._ray_start(f"--address={self.address}")
+        self._lander_cluster("--join", self.address)
         self._learn_node_ids()
         return self.nodes[-1]
 
@@ -130,7 +146,7 @@ class LocalRayCluster:
         deadline = time.monotonic() + 60
         while True:
             result = subprocess.run(
-                [sys.executable, "-c", script], env=_ENV, capture_output=True, text=True,
+                [sys.executable, "-c", script], env=self.environment(), capture_output=True, text=True,
                 timeout=60, check=False,
             )  # fmt: skip
             ids = (
@@ -178,3 +194,8 @@ class LocalRayCluster:
         while any(Path(f"/proc/{pid}").exists() for pid in family) and time.monotonic() < deadline:
             time.sleep(0.1)
         shutil.rmtree(self.temp_dir, ignore_errors=True)
+        if os.environ.get("RAY_AUTH_TOKEN_PATH") == str(self.token_path):
+            if self._token_before is None:
+                del os.environ["RAY_AUTH_TOKEN_PATH"]
+            else:
+                os.environ["RAY_AUTH_TOKEN_PATH"] = self._token_before

@@ -8,6 +8,7 @@ import os
 import signal
 import socket
 import subprocess
+import sys
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -17,7 +18,16 @@ import pytest
 
 from game_bridge.cluster import ClusterError, Node, RelayedInstance, plan_placement
 from game_bridge.relay import PREAMBLE
-from tests.conftest import GIT_IDENTITY, LANDER, SMALL, git, lander, wait_until
+from tests.conftest import (
+    GIT_IDENTITY,
+    LANDER,
+    SMALL,
+    find_free_port_block,
+    git,
+    lander,
+    wait_until,
+)
+from tests.test_files_from_elsewhere import one_line_error
 from training.evaluation.records import owns_run
 from training.runs.run_paths import RunPaths
 from training.runs.run_record import RunRecord
@@ -43,13 +53,14 @@ def test_placement_follows_free_cpus_or_a_cap_per_node() -> None:
         plan_placement([], 1)
 
 
-def test_a_relayed_port_admits_only_a_connection_with_the_runs_secret(
+def test_a_relayed_port_admits_only_a_relay_from_a_node_with_the_runs_secret(
     port_block: Callable[[int], int],
 ) -> None:
     secret = os.urandom(32)
-    instance = RelayedInstance(0, port_block(1), "127.0.0.1", secret)
+    nodes = {"127.0.0.1"}  # a stranger's address on this box is 127.0.0.2
+    instance = RelayedInstance(0, port_block(1), "127.0.0.1", secret, nodes.__contains__)
+    address = ("127.0.0.1", instance.port)
     try:
-        address = ("127.0.0.1", instance.port)
         for stranger in (b"GET / HTTP/1.0\r\n\r\n" + b" " * 40, PREAMBLE + os.urandom(32), b""):
             with socket.create_connection(address) as conn:
                 conn.sendall(stranger)
@@ -58,10 +69,32 @@ def test_a_relayed_port_admits_only_a_connection_with_the_runs_secret(
                 wait_until(lambda: instance.try_accept() or instance.refused > 0, 10, "a verdict")
                 assert not instance.connected
                 instance.refused = 0
+        # The secret itself, from an address that is none of the cluster's nodes: refused.
+        with socket.create_connection(address, source_address=("127.0.0.2", 0)) as conn:
+            conn.sendall(PREAMBLE + secret)
+            wait_until(lambda: instance.try_accept() or instance.refused > 0, 10, "a verdict")
+            assert not instance.connected and instance.refused == 1
+        # A node's connection that says nothing is dropped at its deadline...
+        with socket.create_connection(address) as silent:
+            began = time.monotonic()
+            wait_until(lambda: instance.try_accept() or instance.refused > 1, 10, "the deadline")
+            assert time.monotonic() - began >= 1.5 and not instance.connected
+            silent.settimeout(5)
+            assert silent.recv(1) == b"", "the silent connection is closed"
+        # ...and holds up no relay meanwhile.
+        silent = socket.create_connection(address)
+        assert not instance.try_accept()
+        began = time.monotonic()
         with socket.create_connection(address) as relay:
             relay.sendall(PREAMBLE + secret)
             wait_until(instance.try_accept, 10, "the relay to be admitted")
-            assert instance.connected
+            assert time.monotonic() - began < 1.0, "the relay waited behind the silent one"
+        silent.settimeout(5)
+        assert silent.recv(1) == b"", "the silent connection is closed"
+        silent.close()
+        # The relay is in: the port is closed to everyone.
+        with pytest.raises(ConnectionRefusedError):
+            socket.create_connection(address, source_address=("127.0.0.2", 0), timeout=5)
     finally:
         instance.close()
 
@@ -149,9 +182,10 @@ def test_a_node_lost_mid_run_moves_its_games_and_the_run_finishes(
     cluster: LocalRayCluster, tmp_path: Path, port_block: Callable[[int], int]
 ) -> None:
     worker = cluster.nodes[1]
+    base = port_block(4)
     with lander_in_background(
         tmp_path, "train", "c2", "--cluster", cluster.address, "--timesteps", "30000",
-        "--n-parallel", "4", "--agents-per-instance", "4", "--port", str(port_block(4)),
+        "--n-parallel", "4", "--agents-per-instance", "4", "--port", str(base),
         "--checkpoint-every", "5000", "--no-git",
     ) as trainer:  # fmt: skip
         run_json = RunPaths(tmp_path, "c2").run_json
@@ -171,6 +205,9 @@ def test_a_node_lost_mid_run_moves_its_games_and_the_run_finishes(
             assert cluster.node_of_process(int(entry["pid"])) == entry["node"]
         status = lander(tmp_path, "status")
         assert f"node {worker.node_id[:8]}" in status.stdout, status.stdout
+        for port in range(base, base + 4):  # a stranger on the games' ports while it trains
+            with pytest.raises(ConnectionRefusedError):
+                socket.create_connection(("127.0.0.1", port), 5, ("127.0.0.2", 0))
         cluster.kill_node(worker)
         output, _ = trainer.communicate(timeout=600)  # a busy machine: Ray and 4 games on 2 cores
     assert trainer.returncode == 0, output
@@ -195,6 +232,74 @@ def test_an_unreachable_cluster_is_one_line(
     assert "Traceback" not in result.stderr + result.stdout
     assert time.monotonic() - started < 120
     assert not RunPaths(tmp_path, "c3").exists()
+
+
+def _gcs_status(address: str, token: str | None) -> str:
+    """What the head's GCS answers a client's first call, with or without a token."""
+    import grpc
+
+    metadata = (("authorization", f"Bearer {token}"),) if token else ()
+    with grpc.insecure_channel(address) as channel:
+        try:
+            channel.unary_unary("/ray.rpc.NodeInfoGcsService/GetClusterId")(
+                b"", timeout=10, metadata=metadata
+            )
+        except grpc.RpcError as exc:
+            return str(exc.code().name)
+    return "OK"
+
+
+def test_the_cluster_lander_started_refuses_a_client_without_its_token(
+    cluster: LocalRayCluster, tmp_path: Path
+) -> None:
+    token = cluster.token_path.read_text().strip()
+    assert cluster.token_path.stat().st_mode & 0o077 == 0, "the token is its owner's alone"
+    assert _gcs_status(cluster.address, None) == "UNAUTHENTICATED"
+    assert _gcs_status(cluster.address, "a" * 64) == "UNAUTHENTICATED"
+    assert _gcs_status(cluster.address, token) == "OK"
+    wrong = tmp_path / "wrong_token"
+    wrong.write_text("b" * 64)
+    for path, expected in (
+        (wrong, "refuses this machine's Ray token"),
+        (tmp_path / "none", "no Ray token"),
+    ):
+        result = lander(
+            tmp_path, "train", "c4", "--cluster", cluster.address, "--timesteps", "1000",
+            "--no-git", env={"RAY_AUTH_TOKEN_PATH": str(path)},
+        )  # fmt: skip
+        error = one_line_error(result, expected)
+        assert "docs/cluster.md" in error
+    assert not RunPaths(tmp_path, "c4").exists()
+
+
+def test_a_cluster_without_token_authentication_is_named_in_one_line(tmp_path: Path) -> None:
+    bare = LocalRayCluster()
+    try:
+        port = port_of_a_bare_head(bare)
+        result = lander(
+            tmp_path, "train", "c5", "--cluster", f"127.0.0.1:{port}", "--timesteps", "1000",
+            "--no-git", env={"RAY_AUTH_TOKEN_PATH": str(bare.token_path)},
+        )  # fmt: skip
+        one_line_error(result, "runs without token authentication", "./lander cluster")
+    finally:
+        bare.stop()
+
+
+def port_of_a_bare_head(cluster: LocalRayCluster) -> int:
+    """A head started by ``ray start`` with authentication off (as before Ray 2.59)."""
+    port = find_free_port_block(2)
+    cluster.token_path.parent.mkdir(parents=True, exist_ok=True)
+    cluster.token_path.write_text("c" * 64)
+    ray = Path(sys.executable).with_name("ray")
+    result = subprocess.run(
+        [str(ray), "start", "--head", f"--port={port}", "--node-ip-address=127.0.0.1",
+         f"--temp-dir={cluster.temp_dir}", "--num-cpus=1", "--include-dashboard=false",
+         "--disable-usage-stats", f"--ray-client-server-port={port + 1}"],
+        env={**os.environ, "RAY_AUTH_MODE": "disabled", "RAY_USAGE_STATS_ENABLED": "0"},
+        capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout + result.stderr
+    return port
 
 
 def _game_processes_of(cluster: LocalRayCluster, node_id: str) -> list[int]:

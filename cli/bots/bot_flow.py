@@ -333,8 +333,10 @@ def serve_web_page(
     records there to ``record_demo``)."""
     import time
 
+    from cli.serving.dashboard import dashboard_url
     from cli.serving.game_server import check_address
     from cli.serving.web_page import serve_page
+    from game_bridge.local_names import who_can_reach
 
     check_address(host, port, "--web-port")
     as_file = Path(target)
@@ -362,8 +364,10 @@ def serve_web_page(
         server = serve_page(root, target, host, port, game, record_demo)
     except OSError as exc:
         fail(f"cannot serve on {host}:{port}: {exc.strerror or exc}")
-    shown = "127.0.0.1" if host in ("0.0.0.0", "") else host
-    console.print(f"the bot flies after your cursor at http://{shown}:{port}/  (Ctrl-C to stop)")
+    console.print(
+        f"the bot flies after your cursor at {dashboard_url(host, port)}  "
+        f"({who_can_reach(host)}; Ctrl-C to stop)"
+    )
     try:
         while True:
             time.sleep(3600)

@@ -144,3 +144,44 @@ def setup(
     if failed:
         fail(f"setup incomplete: {', '.join(failed)} failed (see above)")
     console.print("[green]setup complete[/]")
+
+
+def cluster(
+    join: Annotated[
+        str | None,
+        typer.Option(
+            metavar="HEAD:PORT",
+            help="Join the Ray head at this address (its token copied here first); "
+            "without it, start a head on this machine.",
+        ),
+    ] = None,
+    port: Annotated[int, typer.Option(help="The head's port (with no --join).")] = 6379,
+    node_ip_address: Annotated[
+        str | None,
+        typer.Option(help="The address the other nodes reach this one at (default: Ray's choice)."),
+    ] = None,
+    dashboard_host: Annotated[
+        str,
+        typer.Option(
+            help="Where Ray's dashboard listens (it runs jobs: code). 127.0.0.1: this machine "
+            "only; reach it over SSH (ssh -L 8265:127.0.0.1:8265 HEAD)."
+        ),
+    ] = "127.0.0.1",
+    stop_it: Annotated[
+        bool, typer.Option("--stop", help="Stop this machine's Ray nodes (ray stop).")
+    ] = False,
+    ray_args: Annotated[
+        list[str] | None,
+        typer.Argument(metavar="[-- RAY_START_ARGS]", help="More options for `ray start`."),
+    ] = None,
+) -> None:
+    """Make this machine a node of a Ray cluster for `--cluster` runs, with Ray's token
+    authentication: a head here, or --join one (docs/cluster.md)."""
+    from cli.machine.ray_nodes import start_node, stop_nodes
+
+    if stop_it:
+        stop_nodes()
+        return
+    if not 1 <= port <= 65535:
+        fail(f"--port must be from 1 to 65535, got {port}")
+    start_node(join, port, node_ip_address, dashboard_host, list(ray_args or []))

@@ -32,6 +32,7 @@ from game_bridge.errors import BridgeError, LanderError
 from game_bridge.godot_engine import engine_at
 from game_bridge.godot_project import ensure_imported, read_project
 from game_bridge.launcher import game_command
+from game_bridge.ray_token import ensure_token, token_path
 from game_bridge.smoke import run_smoke_test
 from games import DEFAULT_GAME, game_entry
 
@@ -304,14 +305,24 @@ def tensorboard_check() -> CheckResult:
         return CheckResult("tensorboard", False, "missing: .venv/bin/pip install tensorboard")
 
 
-def ray_check() -> CheckResult:
-    """Ray, for games and sweep trials on a cluster (the ``cluster`` extra)."""
+def ray_check(make_token: bool = False) -> CheckResult:
+    """Ray, for games and sweep trials on a cluster (the ``cluster`` extra); with
+    ``make_token``, the cluster's token too (made once, outside the checkout)."""
     try:
         version = importlib.metadata.version("ray")
     except importlib.metadata.PackageNotFoundError:
         return CheckResult("ray", False, "missing: ./lander setup --cluster installs it")
+    if not make_token:
+        return CheckResult("ray", True, version)
+    try:
+        made = "made now" if ensure_token() else "kept"
+    except OSError as exc:
+        return CheckResult("ray", False, f"cannot write the token {token_path()}: {exc.strerror}")
     return CheckResult(
-        "ray", True, f"{version}: start or join a cluster with `ray start` (docs/cluster.md)"
+        "ray",
+        True,
+        f"{version}; token {token_path()} ({made}; every machine of the cluster needs a copy): "
+        "start a head with ./lander cluster (docs/cluster.md)",
     )
 
 
@@ -387,7 +398,7 @@ def run_setup(
         lambda: git_check(root),
         *([lambda: lfs_check(root, lfs)] if lfs or uses_lfs(root) else []),
         tensorboard_check,
-        *([ray_check] if cluster or dev else []),
+        *([partial(ray_check, cluster)] if cluster or dev else []),
         *([playwright_check] if dev else []),
         *[partial(tool_check, tool, package) for tool, package in (TEST_TOOLS if dev else ())],
     ]

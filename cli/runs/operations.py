@@ -34,6 +34,7 @@ from cli.serving.dashboard import (
     choose_page_port,
     dashboard_url,
 )
+from game_bridge.local_names import who_can_reach
 from training.evaluation.records import owns_run
 from training.runs.checkpoints import (
     is_valid_checkpoint,
@@ -102,11 +103,12 @@ def start_in_tmux(
     console.print(
         f"started run {run} in tmux session {session_name(root, run)} (window train: pull, train, export, push)"
     )
-    console.print(f"dashboard: {dashboard.url}  ({dashboard.note})")
+    console.print(f"dashboard: {dashboard.url}  ({dashboard.note}; {dashboard.reach})")
     if page_port is not None:
         console.print(
             f"live page: {dashboard_url(dashboard.host, page_port)}  (the bot follows your cursor; "
-            "the newest published bot flies" + (f"; {page_note})" if page_note else ")")
+            f"the newest published bot flies; {who_can_reach(dashboard.host, '--tb-host')}"
+            + (f"; {page_note})" if page_note else ")")
         )
     console.print(
         f"attach: {how(f'attach {run}')}   (detach again with Ctrl-b d)   stop: {how(f'stop {run}')}"

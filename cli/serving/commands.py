@@ -54,6 +54,6 @@ def dashboard(
         stop_dashboard(project_root())
         return
     choice = choose_dashboard(project_root(), host, port)
-    console.print(f"dashboard: {choice.url}  ({choice.note})")
+    console.print(f"dashboard: {choice.url}  ({choice.note}; {choice.reach})")
     if choice.command is not None:
         os.execv(choice.command[0], choice.command)

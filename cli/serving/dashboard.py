@@ -16,6 +16,7 @@ from cli.common.console import console, fail
 from cli.common.options import DEFAULT_PAGE_PORT
 from cli.machine.tmux_sessions import stop_dashboards
 from game_bridge.errors import LanderError
+from game_bridge.local_names import serves_every_interface, who_can_reach
 from training.runs.local_state import read_local, write_local
 
 DEFAULT_TB_HOST = "0.0.0.0"
@@ -119,6 +120,14 @@ class DashboardChoice:
     @property
     def url(self) -> str:
         return dashboard_url(self.host, self.port)
+
+    @property
+    def reach(self) -> str:
+        """Who can reach it, and how to keep it to this machine or reach it over SSH."""
+        line = who_can_reach(self.host, "--tb-host")
+        if serves_every_interface(self.host):
+            line += f", and reach it over SSH: ssh -L {self.port}:127.0.0.1:{self.port} THIS_BOX"
+        return line
 
 
 class DashboardError(LanderError):

@@ -10,9 +10,14 @@ from __future__ import annotations
 
 import asyncio
 import errno
+import signal
+from collections.abc import Coroutine
 from typing import Any
 
+from cli.common.command_classes import note_sigterm, terminating
 from cli.common.console import console, fail
+from cli.common.endings import Terminated
+from game_bridge.local_names import who_can_reach
 from game_bridge.openenv_server import OpenEnvServer, ServeError
 from games import BUNDLED_GAMES, gym_env_factory
 from training.config import ConfigError, check_bundled_game_args
@@ -58,13 +63,32 @@ def serve_game(
     def ready() -> None:
         console.print(
             f"serving {game} as an OpenEnv environment at http://{host}:{port} "
-            f"(sessions at ws://{host}:{port}/ws, up to {max_sessions}); Ctrl-C stops"
+            f"(sessions at ws://{host}:{port}/ws, up to {max_sessions}; {who_can_reach(host)}); "
+            "Ctrl-C stops"
         )
 
     try:
-        asyncio.run(server.serve(host, port, ready))
+        asyncio.run(_until_terminated(server.serve(host, port, ready)))
     except KeyboardInterrupt:
         console.print("stopped")
     except OSError as exc:
         taken = exc.errno == errno.EADDRINUSE
         fail(f"cannot serve on {host}:{port}: " + ("the port is in use" if taken else str(exc)))
+
+
+async def _until_terminated(serving: Coroutine[Any, Any, None]) -> None:
+    """Run ``serving`` until SIGTERM, which the loop takes: raised where it lands (a
+    session's step), it would end that session's task and leave the server running."""
+    task = asyncio.ensure_future(serving)
+
+    def terminate() -> None:
+        note_sigterm(signal.SIGTERM)
+        task.cancel()
+
+    asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, terminate)
+    try:
+        await task
+    except asyncio.CancelledError:
+        if not terminating():
+            raise  # Ctrl-C: asyncio.run turns it back into KeyboardInterrupt
+        raise Terminated from None

@@ -4,18 +4,17 @@ Plain static files (the game's ``web_files``, ``games/lander/web/`` for the land
 game's physics and the bot runner in JavaScript, no build step, no CDN) and one dynamic
 address, ``/bot``: the bot the page flies, read from disk at every request. For a run that is training, that
 is the bot it publishes every ``--publish-every`` steps (``.lander/live/RUN.json``),
-so the page switches to each new one without a reload.
+so the page switches to each new one without a reload. The server is
+:class:`~cli.serving.http_server.GuardedHttpServer`: answers for this machine's names only,
+writes from its own page only, idle and slow connections closed, connections bounded.
 """
 
 from __future__ import annotations
 
-import contextlib
-import threading
 from collections.abc import Callable
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from urllib.parse import urlparse
 
+from cli.serving.http_server import GuardedHttpServer, Reply, Request, Respond
 from game_bridge.bot_runner import MAX_BOT_BYTES
 from game_bridge.file_input import read_bounded
 from games.spec import GameEntry
@@ -66,56 +65,61 @@ def save_demo(body: bytes, destination: Path) -> str:
     return str(destination)
 
 
-def _handler(
+class BotCache:
+    """The bytes ``/bot`` serves, read again only when the file changed (its size, time or
+    inode: a publish renames a new file into place), so a hundred viewers polling every
+    second cost a hundred ``stat`` calls, not a hundred reads."""
+
+    def __init__(self, source: Callable[[], Path]) -> None:
+        self.source = source
+        self._key: tuple[str, int, int, int] | None = None
+        self._body = b""
+
+    def read(self) -> bytes:
+        """The bot's bytes.
+
+        :raises OSError: no bot yet, or no regular file (a link to /dev/zero).
+        """
+        path = self.source()
+        facts = path.stat()
+        key = (str(path), facts.st_ino, facts.st_size, facts.st_mtime_ns)
+        if key != self._key:
+            self._body, self._key = read_bounded(path, MAX_BOT_BYTES), key
+        return self._body
+
+
+def page_responder(
     source: Callable[[], Path], static: dict[str, Path], record_demo: Path | None
-) -> type[BaseHTTPRequestHandler]:
-    class PageHandler(BaseHTTPRequestHandler):
-        def do_POST(self) -> None:
-            if urlparse(self.path).path != "/demo" or record_demo is None:
-                self.send_error(404, "this page saves no demos (play --web --record-demo FILE)")
-                return
+) -> Respond:
+    """What the page's server answers: its files, ``/bot``, and ``POST /demo``."""
+    files = {
+        path: (file.read_bytes(), _KINDS.get(file.suffix, "application/octet-stream"))
+        for path, file in static.items()
+    }
+    bot = BotCache(source)
+
+    def respond(request: Request) -> Reply:
+        if request.method == "POST":
+            if request.path != "/demo" or record_demo is None:
+                return Reply(404, b"this page saves no demos (play --web --record-demo FILE)")
             try:
-                length = int(self.headers.get("Content-Length") or 0)
-            except ValueError:
-                length = 0  # not a number: no demo this handler reads
-            if not 0 < length <= MAX_DEMO_BYTES:
-                self.send_error(413, "no demo, or one too large")
-                return
-            try:
-                saved = save_demo(self.rfile.read(length), record_demo)
+                saved = save_demo(request.body, record_demo)
             except DemoError as exc:
-                self.send_error(400, str(exc)[:300])
-                return
-            self._reply(saved.encode(), "text/plain; charset=utf-8")
+                return Reply(400, str(exc)[:300].encode())
+            return Reply(200, saved.encode())
+        if request.method not in ("GET", "HEAD"):
+            return Reply(405, b"GET, HEAD and POST /demo only")
+        if request.path == "/bot":
+            try:
+                return Reply(200, bot.read(), "application/json")
+            except OSError:
+                return Reply(404, b"no bot yet")
+        if request.path in files:
+            body, kind = files[request.path]
+            return Reply(200, body, kind)
+        return Reply(404, b"not found")
 
-        def do_GET(self) -> None:
-            path = urlparse(self.path).path
-            if path == "/bot":
-                try:
-                    body = read_bounded(source(), MAX_BOT_BYTES)
-                except OSError:  # none yet, or no regular file (a link to /dev/zero)
-                    self.send_error(404, "no bot yet")
-                    return
-                self._reply(body, "application/json")
-            elif path in static:
-                file = static[path]
-                self._reply(file.read_bytes(), _KINDS.get(file.suffix, "application/octet-stream"))
-            else:
-                self.send_error(404)
-
-        def _reply(self, body: bytes, kind: str) -> None:
-            self.send_response(200)
-            self.send_header("Content-Type", kind)
-            self.send_header("Content-Length", str(len(body)))
-            self.send_header("Cache-Control", "no-store")
-            self.end_headers()
-            with contextlib.suppress(BrokenPipeError, ConnectionResetError):
-                self.wfile.write(body)
-
-        def log_message(self, format: str, *args: object) -> None:
-            pass  # a request a second from every open page: not worth a line each
-
-    return PageHandler
+    return respond
 
 
 def serve_page(
@@ -125,7 +129,7 @@ def serve_page(
     port: int,
     game: GameEntry,
     record_demo: Path | None = None,
-) -> ThreadingHTTPServer:
+) -> GuardedHttpServer:
     """Start serving ``game``'s page in a background thread; the caller stops it with
     ``shutdown``.
 
@@ -133,8 +137,9 @@ def serve_page(
         /demo``; None: the page only offers them as a download).
     :raises OSError: the address cannot be bound.
     """
-    handler = _handler(bot_source(root, target), static_files(game), record_demo)
-    server = ThreadingHTTPServer((host, port), handler)
-    server.daemon_threads = True
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    return server
+    respond = page_responder(bot_source(root, target), static_files(game), record_demo)
+
+    def body_limit(method: str, path: str) -> int:
+        return MAX_DEMO_BYTES if (method, path) == ("POST", "/demo") and record_demo else 0
+
+    return GuardedHttpServer(host, port, respond, body_limit)

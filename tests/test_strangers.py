@@ -1,0 +1,218 @@
+"""Strangers on the network against the servers lander opens: the live page (``play
+--web``) and ``serve`` answer only requests for this machine's names, take writes only
+from their own page, and a thousand idle sockets or a request fed a byte at a time
+cannot stop a person from loading them. Every client here really connects, from this
+process to the server lander started in another (a stranger's address is 127.0.0.2)."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import resource
+import selectors
+import socket
+import subprocess
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
+from pathlib import Path
+
+import pytest
+
+from cli.serving.http_server import REQUEST_DEADLINE_S
+from tests.conftest import GIT_IDENTITY, LANDER, find_free_port_block, wait_until
+from tests.test_files_from_elsewhere import lander_bot, write_bot
+
+STRANGER = "127.0.0.2"
+VPN_NAME = "box.tail0000.ts.net"
+
+
+@contextmanager
+def running(home: Path, *args: str) -> Iterator[tuple[int, subprocess.Popen[str]]]:
+    """``lander ARGS --port-flag P`` in ``home`` until the block ends; yields P once it listens."""
+    port = find_free_port_block(1)
+    flag = "--web-port" if args[:2] == ("play", "--web") else "--port"
+    env = {**os.environ, **GIT_IDENTITY, "LANDER_HOME": str(home), "LANDER_ALLOW_HOSTS": VPN_NAME}
+    server = subprocess.Popen(
+        [str(LANDER), *args, flag, str(port)], env=env, stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT, text=True, stdin=subprocess.DEVNULL,
+    )  # fmt: skip
+
+    def listening() -> bool:
+        assert server.poll() is None, server.communicate()[0]
+        with socket.socket() as probe:
+            return probe.connect_ex(("127.0.0.1", port)) == 0
+
+    try:
+        wait_until(listening, 90, "the server to listen")
+        yield port, server
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
+
+
+@pytest.fixture
+def page(tmp_path: Path) -> Iterator[tuple[int, Path]]:
+    """The live page of a bot file, saving demos to a file that already holds one."""
+    bot = write_bot(tmp_path / "b.json", lander_bot())
+    demos = tmp_path / "demos.json"
+    demos.write_text("the demos a person recorded yesterday")
+    with running(tmp_path, "play", "--web", str(bot), "--record-demo", str(demos)) as (port, _):
+        yield port, demos
+
+
+def request(
+    port: int, path: str = "/", host: str | None = None, method: str = "GET",
+    body: bytes | None = None, headers: dict[str, str] | None = None, source: str = "127.0.0.1",
+) -> tuple[int, bytes]:  # fmt: skip
+    """One request over a new connection; the status and body."""
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10, source_address=(source, 0))
+    try:
+        sent = {"Host": host or f"127.0.0.1:{port}", **(headers or {})}
+        conn.request(method, path, body=body, headers=sent)
+        reply = conn.getresponse()
+        return reply.status, reply.read()
+    finally:
+        conn.close()
+
+
+def test_the_page_answers_only_requests_for_this_machines_names(
+    page: tuple[int, Path],
+) -> None:
+    port, _ = page
+    for name in ("127.0.0.1", "localhost", socket.gethostname(), VPN_NAME, "127.0.0.2"):
+        assert request(port, "/bot", host=f"{name}:{port}")[0] == 200, name
+    # A site's name pointed at this machine by its DNS (rebinding): refused, whatever asks.
+    for path in ("/", "/bot"):
+        status, body = request(port, path, host=f"attacker.example:{port}", source=STRANGER)
+        assert status == 421 and b"this machine only" in body and b"LANDER_ALLOW_HOSTS" in body
+    with socket.create_connection(("127.0.0.1", port)) as raw:  # no Host at all
+        raw.sendall(b"GET /bot HTTP/1.0\r\n\r\n")
+        assert raw.recv(100).startswith(b"HTTP/1.1 421")
+
+
+def test_a_write_from_another_origin_is_refused_and_the_file_untouched(
+    page: tuple[int, Path],
+) -> None:
+    port, demos = page
+    before = demos.read_bytes()
+    demo = json.dumps([[[[0.0] * 7, [0.0] * 7], [[0.5, 0.5]]]]).encode()
+    for headers in (
+        {"Origin": "http://attacker.example"},
+        {"Origin": f"http://localhost:{port + 1}"},  # another port is another origin
+        {"Origin": "null"},
+        {"Sec-Fetch-Site": "cross-site"},
+    ):
+        status, body = request(port, "/demo", method="POST", body=demo, headers=headers)
+        assert status == 403 and b"own page" in body, headers
+        assert demos.read_bytes() == before
+    same = {"Origin": f"http://127.0.0.1:{port}", "Sec-Fetch-Site": "same-origin"}
+    assert request(port, "/demo", method="POST", body=demo, headers=same)[0] == 200
+    assert json.loads(demos.read_text()) == json.loads(demo)
+
+
+def _more_files(wanted: int) -> None:
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft < wanted:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (min(wanted, hard), hard))
+
+
+def _drip(port: int, stop: threading.Event, ended: list[float]) -> None:
+    """A request sent a byte every 0.2 s; notes when the server closed it."""
+    with socket.create_connection(("127.0.0.1", port), source_address=(STRANGER, 0)) as conn:
+        conn.settimeout(0.2)
+        for byte in b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: " + b"a" * 10_000:
+            if stop.is_set():
+                return
+            try:
+                conn.sendall(bytes([byte]))
+                if conn.recv(1) == b"":
+                    break
+            except TimeoutError:
+                continue
+            except OSError:
+                break
+        ended.append(time.monotonic())
+
+
+@pytest.mark.parametrize("server", ["page", "serve"])
+def test_a_thousand_idle_sockets_and_a_drip_fed_request_do_not_stop_a_page_load(
+    server: str, tmp_path: Path
+) -> None:
+    _more_files(3000)
+    bot = write_bot(tmp_path / "b.json", lander_bot())
+    args = ("play", "--web", str(bot)) if server == "page" else ("serve", "lander")
+    path = "/" if server == "page" else "/health"
+    with running(tmp_path, *args) as (port, _), ExitStack() as stack:
+        stop, drip_ended = threading.Event(), []
+        stack.callback(stop.set)
+        dripping = threading.Thread(target=_drip, args=(port, stop, drip_ended), daemon=True)
+        started = time.monotonic()
+        dripping.start()
+        idle = []
+        for _ in range(1000):
+            conn = socket.create_connection(("127.0.0.1", port), source_address=(STRANGER, 0))
+            stack.callback(conn.close)
+            idle.append(conn)
+        began = time.monotonic()
+        status, body = request(port, path)
+        if server == "page":
+            assert request(port, "/bot")[0] == 200
+        took = time.monotonic() - began
+        assert status == 200 and body, body
+        assert took < 2.0, f"a page load behind 1,000 idle sockets took {took:.2f} s"
+        # Each idle socket is closed by the server: past the bound at once, the rest at
+        # the deadline; the drip-fed request at the deadline too.
+        closed = _closed_within(idle, REQUEST_DEADLINE_S + 10)
+        assert closed == len(idle), f"{len(idle) - closed} idle sockets still open"
+        wait_until(lambda: bool(drip_ended), REQUEST_DEADLINE_S + 10, "the drip-fed request closed")
+        assert drip_ended[0] - started < REQUEST_DEADLINE_S + 8
+        assert request(port, path)[0] == 200
+
+
+def _closed_within(sockets: list[socket.socket], seconds: float) -> int:
+    """How many of ``sockets`` the other end closed within ``seconds``."""
+    selector = selectors.DefaultSelector()
+    for conn in sockets:
+        conn.setblocking(False)
+        selector.register(conn, selectors.EVENT_READ)
+    closed, deadline = 0, time.monotonic() + seconds
+    try:
+        while closed < len(sockets) and time.monotonic() < deadline:
+            for key, _ in selector.select(timeout=0.5):
+                conn = key.fileobj
+                assert isinstance(conn, socket.socket)
+                try:
+                    data = conn.recv(4096)
+                except (BlockingIOError, InterruptedError):
+                    continue
+                except OSError:
+                    data = b""
+                if not data:
+                    selector.unregister(conn)
+                    closed += 1
+    finally:
+        selector.close()
+    return closed
+
+
+def test_serve_answers_only_requests_for_this_machines_names(tmp_path: Path) -> None:
+    with running(tmp_path, "serve", "lander") as (port, server):
+        assert request(port, "/health")[0] == 200
+        assert request(port, "/schema", host=f"{VPN_NAME}:{port}")[0] == 200
+        status, body = request(port, "/schema", host=f"attacker.example:{port}", source=STRANGER)
+        assert status == 421 and b"this machine only" in body
+        for name, expected in (("attacker.example", b"421"), ("127.0.0.1", b"101")):
+            with socket.create_connection(("127.0.0.1", port)) as raw:
+                raw.sendall(
+                    f"GET /ws HTTP/1.1\r\nHost: {name}:{port}\r\nUpgrade: websocket\r\n"
+                    "Connection: Upgrade\r\nSec-WebSocket-Version: 13\r\n"
+                    "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n".encode()
+                )
+                assert raw.recv(100).split(b" ")[1] == expected, name  # no session elsewhere
+        server.terminate()
+        output = " ".join(server.communicate(timeout=30)[0].split())
+    assert "this machine only; --host 0.0.0.0 serves the LAN" in output, output
+    assert f"refused a request from {STRANGER}" in output, output
