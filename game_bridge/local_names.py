@@ -7,8 +7,9 @@ names and addresses of this machine cannot be reached that way. A write (``POST`
 taken only from the server's own origin (the browser's ``Origin``), so another site's page
 cannot make a visitor's browser write a file here.
 
-Names beyond this machine's own (a reverse proxy's, a VPN's like Tailscale's) are listed in
-:data:`ALLOW_HOSTS_VARIABLE`, separated by commas.
+Names beyond this machine's own (a reverse proxy's, a VPN's like Tailscale's, the address a
+container's published port is reached by) are listed in :data:`ALLOW_HOSTS_VARIABLE`,
+separated by commas; ``*`` there answers any name (a proxy in front that checks names itself).
 """
 
 from __future__ import annotations
@@ -74,6 +75,7 @@ class LocalNames:
             names.add(host_name(served_host))
         extra = (environ if environ is not None else os.environ).get(ALLOW_HOSTS_VARIABLE, "")
         names.update(host_name(name) for name in extra.split(",") if name.strip())
+        self.any_name = "*" in names
         self.names = frozenset(name for name in names if name)
         self._addresses: dict[str, bool] = {}
 
@@ -83,7 +85,7 @@ class LocalNames:
         if not host_header:
             return False
         name = host_name(host_header)
-        if name in self.names:
+        if name in self.names or self.any_name:
             return True
         known = self._addresses.get(name)
         if known is None:

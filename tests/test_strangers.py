@@ -22,6 +22,7 @@ from pathlib import Path
 import pytest
 
 from cli.serving.http_server import REQUEST_DEADLINE_S
+from game_bridge.local_names import LocalNames
 from tests.conftest import GIT_IDENTITY, LANDER, find_free_port_block, wait_until
 from tests.test_files_from_elsewhere import lander_bot, write_bot
 
@@ -216,3 +217,22 @@ def test_serve_answers_only_requests_for_this_machines_names(tmp_path: Path) -> 
         output = " ".join(server.communicate(timeout=30)[0].split())
     assert "this machine only; --host 0.0.0.0 serves the LAN" in output, output
     assert f"refused a request from {STRANGER}" in output, output
+
+
+def test_the_names_of_this_machine_and_the_origin_of_a_write() -> None:
+    names = LocalNames("127.0.0.1", environ={"LANDER_ALLOW_HOSTS": "Proxy.Example., vpn.box"})
+    for host in ("localhost:6010", "127.0.0.1", "[::1]:6010", "127.0.0.9:80",
+                 f"{socket.gethostname()}:1", "proxy.example", "VPN.BOX:8000"):  # fmt: skip
+        assert names.allows(host), host
+    for host in (None, "", "attacker.example:6010", "0.0.0.0:6010", "[::]:80", "8.8.8.8",
+                 "localhost.attacker.example", "proxy.example.attacker"):  # fmt: skip
+        assert not names.allows(host), host
+    assert LocalNames("0.0.0.0", environ={"LANDER_ALLOW_HOSTS": "*"}).allows("any.example")
+    same = names.same_origin
+    assert same("127.0.0.1:6010", {"origin": "http://127.0.0.1:6010"})
+    assert same("127.0.0.1:6010", {})  # curl: no Origin, no Sec-Fetch-Site
+    assert same("127.0.0.1:6010", {"sec-fetch-site": "same-origin"})
+    assert not same("127.0.0.1:6010", {"origin": "http://127.0.0.1:6011"})
+    assert not same("127.0.0.1:6010", {"origin": "https://127.0.0.1:6010"})
+    assert not same("127.0.0.1:6010", {"sec-fetch-site": "same-site"})
+    assert not same(None, {"origin": "http://127.0.0.1:6010"})

@@ -1,0 +1,207 @@
+"""Training speed with a hundred viewers of the live page against none, side by side.
+
+A real run of the bundled game as ``lander start`` runs it: ``lander train`` (default
+settings, games over TCP, the bot published for the page every ``--publish-every`` steps)
+beside ``lander play --web RUN`` serving its live page. In one arm nobody looks; in the
+other ``--viewers`` pages poll ``/bot`` every second, as the page does, each over its own
+kept-alive connection. The arms alternate ``--repeats`` times; each run's speed is its
+session-average steps per second (``run.json``'s ``last_fps`` at its end).
+
+The viewers run here, on the same two cores (on a LAN they would be other machines), so
+their own CPU counts against the run too; the table also shows the CPU seconds the page's
+server and the viewers used, and every viewer request's status and slowest answer.
+
+    .venv/bin/python benchmarks/page_viewers.py [--viewers 100] [--repeats 3] [--timesteps 1000000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import random
+import resource
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+ROOT = Path(__file__).resolve().parents[1]
+LANDER = ROOT / ".venv" / "bin" / "lander"
+console = Console()
+
+
+@dataclass
+class Viewing:
+    """What the viewers saw in one arm."""
+
+    answers: dict[int, int] = field(default_factory=dict)  # status -> count
+    failures: int = 0
+    slowest_s: float = 0.0
+    cpu_s: float = 0.0
+
+
+async def _viewer(port: int, stop: asyncio.Event, seen: Viewing) -> None:
+    """One page: GET /bot every second over one kept-alive connection (reopened if closed)."""
+    await asyncio.sleep(random.random())  # pages opened at different moments
+    request = f"GET /bot HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n\r\n".encode()
+    reader = writer = None
+    while not stop.is_set():
+        began = time.monotonic()
+        try:
+            if writer is None:
+                reader, writer = await asyncio.open_connection("127.0.0.1", port)
+            assert reader is not None
+            writer.write(request)
+            head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 10)
+            status = int(head.split(b" ", 2)[1])
+            length = next(
+                int(line.split(b":", 1)[1])
+                for line in head.split(b"\r\n")
+                if line.lower().startswith(b"content-length:")
+            )
+            await asyncio.wait_for(reader.readexactly(length), 10)
+            seen.answers[status] = seen.answers.get(status, 0) + 1
+            seen.slowest_s = max(seen.slowest_s, time.monotonic() - began)
+            if b"connection: close" in head.lower():
+                writer.close()
+                writer = None
+        except (OSError, asyncio.IncompleteReadError, TimeoutError, ValueError, StopIteration):
+            seen.failures += 1
+            if writer is not None:
+                writer.close()
+            writer = None
+        await asyncio.sleep(max(0.0, 1.0 - (time.monotonic() - began)))
+    if writer is not None:
+        writer.close()
+
+
+def _watch(port: int, viewers: int, stop: threading.Event, seen: Viewing) -> None:
+    async def all_viewers() -> None:
+        done = asyncio.Event()
+        tasks = [asyncio.create_task(_viewer(port, done, seen)) for _ in range(viewers)]
+        while not stop.is_set():
+            await asyncio.sleep(0.2)
+        done.set()
+        await asyncio.gather(*tasks)
+
+    asyncio.run(all_viewers())
+
+
+def _cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def _listening(port: int) -> bool:
+    with socket.socket() as probe:
+        return probe.connect_ex(("127.0.0.1", port)) == 0
+
+
+def one_run(home: Path, run: str, viewers: int, timesteps: int) -> tuple[float, float, Viewing]:
+    """Train ``run`` with its page served and ``viewers`` watching: steps/s, the page
+    server's CPU seconds, what the viewers saw."""
+    env = {**os.environ, "LANDER_HOME": str(home)}
+    port = _free_port()
+    page = subprocess.Popen(
+        [str(LANDER), "play", "--web", run, "--web-port", str(port)], env=env,
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL,
+    )  # fmt: skip
+    seen, stop = Viewing(), threading.Event()
+    try:
+        deadline = time.monotonic() + 60
+        while not _listening(port):
+            if time.monotonic() > deadline or page.poll() is not None:
+                raise SystemExit("the page's server did not start")
+            time.sleep(0.2)
+        watching = threading.Thread(target=_watch, args=(port, viewers, stop, seen))
+        before = resource.getrusage(resource.RUSAGE_SELF)
+        if viewers:
+            watching.start()
+        trained = subprocess.run(
+            [str(LANDER), "train", run, "--timesteps", str(timesteps), "--no-git"], env=env,
+            capture_output=True, text=True, check=False, stdin=subprocess.DEVNULL,
+        )  # fmt: skip
+        stop.set()
+        if viewers:
+            watching.join()
+        after = resource.getrusage(resource.RUSAGE_SELF)
+        seen.cpu_s = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
+        if trained.returncode != 0:
+            raise SystemExit(f"training failed:\n{trained.stdout}{trained.stderr}")
+        server_cpu = _cpu_seconds(page.pid)
+    finally:
+        page.terminate()
+        page.wait(timeout=10)
+    record = json.loads((home / "checkpoints" / run / "run.json").read_text())
+    return float(record["extra"]["last_fps"]), server_cpu, seen
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--viewers", type=int, default=100, help="pages polling every second")
+    parser.add_argument("--repeats", type=int, default=3, help="alternations of the two arms")
+    parser.add_argument("--timesteps", type=int, default=1_000_000, help="steps of each run")
+    args = parser.parse_args()
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, min(hard, 4 * args.viewers)), hard))
+    fps: dict[int, list[float]] = {0: [], args.viewers: []}
+    server_cpu: dict[int, list[float]] = {0: [], args.viewers: []}
+    seen_all: list[Viewing] = []
+    with tempfile.TemporaryDirectory() as folder:
+        home = Path(folder)
+        for repeat in range(args.repeats):
+            arms = (0, args.viewers) if repeat % 2 == 0 else (args.viewers, 0)
+            for viewers in arms:
+                speed, cpu, seen = one_run(home, f"v{repeat}w{viewers}", viewers, args.timesteps)
+                fps[viewers].append(speed)
+                server_cpu[viewers].append(cpu)
+                if viewers:
+                    seen_all.append(seen)
+                console.print(
+                    f"repeat {repeat}: {viewers:>3} viewers  {speed:,.0f} steps/s  page server "
+                    f"{cpu:.1f} CPU s  viewers {seen.cpu_s:.1f} CPU s  answers {seen.answers} "
+                    f"failures {seen.failures}  slowest {seen.slowest_s * 1000:.0f} ms"
+                )
+    table = Table(
+        title=f"lander train ({args.timesteps:,} steps) with its live page, {sys.platform}"
+    )
+    for column in ("viewers", "steps/s (median)", "each", "page server CPU s", "ratio to none"):
+        table.add_column(column, justify="right")
+    none = statistics.median(fps[0])
+    for viewers in (0, args.viewers):
+        median = statistics.median(fps[viewers])
+        table.add_row(
+            str(viewers),
+            f"{median:,.0f}",
+            " / ".join(f"{value:,.0f}" for value in fps[viewers]),
+            " / ".join(f"{value:.1f}" for value in server_cpu[viewers]),
+            f"{median / none:.3f}",
+        )
+    console.print(table)
+    answered = sum(sum(seen.answers.values()) for seen in seen_all)
+    failed = sum(seen.failures for seen in seen_all)
+    slowest = max((seen.slowest_s for seen in seen_all), default=0.0)
+    console.print(
+        f"viewers: {answered:,} answers, {failed} failures, slowest {slowest * 1000:.0f} ms; "
+        f"cost to the run {1 - statistics.median(fps[args.viewers]) / none:+.1%} (goal < 5%)"
+    )
+
+
+if __name__ == "__main__":
+    main()
