@@ -4,7 +4,8 @@ A real run of the bundled game as ``lander start`` runs it: ``lander train`` (de
 settings, games over TCP, the bot published for the page every ``--publish-every`` steps)
 beside ``lander play --web RUN`` serving its live page. In one arm nobody looks; in the
 other ``--viewers`` pages poll ``/bot`` every second, as the page does, each over its own
-kept-alive connection. The arms alternate ``--repeats`` times; each run's speed is its
+kept-alive connection and, as a browser does for the page's ``cache: "no-cache"``, asking
+with the ETag of the bot it has (``304`` while the bot is the same). The arms alternate ``--repeats`` times; each run's speed is its
 session-average steps per second (``run.json``'s ``last_fps`` at its end).
 
 The viewers run here, on the same two cores (on a LAN they would be other machines), so
@@ -53,29 +54,30 @@ class Viewing:
 async def _viewer(port: int, stop: asyncio.Event, seen: Viewing) -> None:
     """One page: GET /bot every second over one kept-alive connection (reopened if closed)."""
     await asyncio.sleep(random.random())  # pages opened at different moments
-    request = f"GET /bot HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n\r\n".encode()
     reader = writer = None
+    etag = ""  # what a browser keeps of the last bot (the page asks with cache: no-cache)
     while not stop.is_set():
         began = time.monotonic()
         try:
             if writer is None:
                 reader, writer = await asyncio.open_connection("127.0.0.1", port)
             assert reader is not None
-            writer.write(request)
+            asked = f"If-None-Match: {etag}\r\n" if etag else ""
+            writer.write(f"GET /bot HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n{asked}\r\n".encode())
             head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 10)
             status = int(head.split(b" ", 2)[1])
-            length = next(
-                int(line.split(b":", 1)[1])
-                for line in head.split(b"\r\n")
-                if line.lower().startswith(b"content-length:")
+            fields = dict(
+                line.lower().split(b":", 1) for line in head.split(b"\r\n")[1:] if b":" in line
             )
-            await asyncio.wait_for(reader.readexactly(length), 10)
+            if b"etag" in fields:
+                etag = fields[b"etag"].strip().decode()
+            await asyncio.wait_for(reader.readexactly(int(fields.get(b"content-length", 0))), 10)
             seen.answers[status] = seen.answers.get(status, 0) + 1
             seen.slowest_s = max(seen.slowest_s, time.monotonic() - began)
             if b"connection: close" in head.lower():
                 writer.close()
                 writer = None
-        except (OSError, asyncio.IncompleteReadError, TimeoutError, ValueError, StopIteration):
+        except (OSError, asyncio.IncompleteReadError, TimeoutError, ValueError):
             seen.failures += 1
             if writer is not None:
                 writer.close()

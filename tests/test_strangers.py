@@ -89,6 +89,16 @@ def test_the_page_answers_only_requests_for_this_machines_names(
     for path in ("/", "/bot"):
         status, body = request(port, path, host=f"attacker.example:{port}", source=STRANGER)
         assert status == 421 and b"this machine only" in body and b"LANDER_ALLOW_HOSTS" in body
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)  # a page polling
+    conn.request("GET", "/bot")
+    first = conn.getresponse()
+    etag, body = first.getheader("ETag"), first.read()
+    assert first.status == 200 and etag and first.getheader("Cache-Control") == "no-cache"
+    conn.request("GET", "/bot", headers={"If-None-Match": etag})
+    again = conn.getresponse()
+    assert again.status == 304 and again.read() == b"", "the same bot is not sent again"
+    conn.close()
+    assert json.loads(body)["format"] == "lander-bot"
     with socket.create_connection(("127.0.0.1", port)) as raw:  # no Host at all
         raw.sendall(b"GET /bot HTTP/1.0\r\n\r\n")
         assert raw.recv(100).startswith(b"HTTP/1.1 421")

@@ -46,11 +46,14 @@ class Request:
 
 @dataclass(frozen=True)
 class Reply:
-    """One reply: a status, its body and the body's type."""
+    """One reply: a status, its body and the body's type; with an ``etag``, a browser may
+    keep it and ask again with ``If-None-Match`` (answered ``304``, no body), else it is
+    never stored."""
 
     status: int
     body: bytes = b""
     kind: str = "text/plain; charset=utf-8"
+    etag: str | None = None
 
 
 Respond = Callable[[Request], Reply]
@@ -92,18 +95,20 @@ def _parse_head(head: bytes) -> tuple[str, str, str, dict[str, str]]:
     return method, target.split("?", 1)[0], version, headers
 
 
-def _encode(reply: Reply, keep_alive: bool, head_only: bool = False) -> bytes:
+def _head(reply: Reply, keep_alive: bool) -> bytes:
     phrase = HTTPStatus(reply.status).phrase
-    lines = [
-        f"HTTP/1.1 {reply.status} {phrase}",
-        f"Content-Type: {reply.kind}",
-        f"Content-Length: {len(reply.body)}",
-        "Cache-Control: no-store",
+    lines = [f"HTTP/1.1 {reply.status} {phrase}"]
+    if reply.status != HTTPStatus.NOT_MODIFIED:  # a 304 has no body, so no length
+        lines += [f"Content-Type: {reply.kind}", f"Content-Length: {len(reply.body)}"]
+    if reply.etag is None:
+        lines.append("Cache-Control: no-store")
+    else:  # kept, but asked again every time
+        lines += ["Cache-Control: no-cache", f"ETag: {reply.etag}"]
+    lines += [
         "X-Content-Type-Options: nosniff",
         f"Connection: {'keep-alive' if keep_alive else 'close'}",
     ]
-    head = ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
-    return head if head_only else head + reply.body
+    return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
 
 
 class GuardedHttpServer:
@@ -189,7 +194,9 @@ class GuardedHttpServer:
     async def _one_request(self, reader: asyncio.StreamReader, connection: _Connection) -> bool:
         """Read, answer and write one request; False when the connection is to close."""
         try:
-            head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), self.request_deadline_s)
+            # asyncio.timeout, not wait_for: no task made per request (a hundred a second).
+            async with asyncio.timeout(self.request_deadline_s):
+                head = await reader.readuntil(b"\r\n\r\n")
         except asyncio.LimitOverrunError:
             await self._send(connection, Reply(431, b"request head too large"), False)
             return False
@@ -241,13 +248,19 @@ class GuardedHttpServer:
             return b"", None
         if not 0 < length <= self.body_limit(method, path):
             return b"", Reply(413, b"no body is taken here, or one this large")
-        body = await asyncio.wait_for(reader.readexactly(length), BODY_DEADLINE_S)
+        async with asyncio.timeout(BODY_DEADLINE_S):
+            body = await reader.readexactly(length)
         return body, None
 
     async def _send(
         self, connection: _Connection, reply: Reply, keep_alive: bool, head_only: bool = False
     ) -> None:
         connection.busy = True
-        connection.writer.write(_encode(reply, keep_alive, head_only))
-        with contextlib.suppress(ConnectionError):
-            await asyncio.wait_for(connection.writer.drain(), BODY_DEADLINE_S)
+        writer = connection.writer
+        writer.write(_head(reply, keep_alive))
+        if not head_only and reply.status != HTTPStatus.NOT_MODIFIED:
+            writer.write(reply.body)
+        if writer.transport.get_write_buffer_size():  # the client has not taken it all yet
+            with contextlib.suppress(ConnectionError):
+                async with asyncio.timeout(BODY_DEADLINE_S):
+                    await writer.drain()

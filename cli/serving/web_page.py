@@ -68,15 +68,17 @@ def save_demo(body: bytes, destination: Path) -> str:
 class BotCache:
     """The bytes ``/bot`` serves, read again only when the file changed (its size, time or
     inode: a publish renames a new file into place), so a hundred viewers polling every
-    second cost a hundred ``stat`` calls, not a hundred reads."""
+    second cost a hundred ``stat`` calls, not a hundred reads; and, with the page asking
+    ``If-None-Match``, a hundred short ``304`` answers, not a hundred bots sent."""
 
     def __init__(self, source: Callable[[], Path]) -> None:
         self.source = source
         self._key: tuple[str, int, int, int] | None = None
         self._body = b""
+        self._etag = ""
 
-    def read(self) -> bytes:
-        """The bot's bytes.
+    def read(self) -> tuple[bytes, str]:
+        """The bot's bytes and their ETag (a new one for each file published).
 
         :raises OSError: no bot yet, or no regular file (a link to /dev/zero).
         """
@@ -85,7 +87,8 @@ class BotCache:
         key = (str(path), facts.st_ino, facts.st_size, facts.st_mtime_ns)
         if key != self._key:
             self._body, self._key = read_bounded(path, MAX_BOT_BYTES), key
-        return self._body
+            self._etag = f'"{facts.st_ino:x}-{facts.st_size:x}-{facts.st_mtime_ns:x}"'
+        return self._body, self._etag
 
 
 def page_responder(
@@ -111,9 +114,12 @@ def page_responder(
             return Reply(405, b"GET, HEAD and POST /demo only")
         if request.path == "/bot":
             try:
-                return Reply(200, bot.read(), "application/json")
+                body, etag = bot.read()
             except OSError:
                 return Reply(404, b"no bot yet")
+            if request.headers.get("if-none-match") == etag:  # the page has this one
+                return Reply(304, etag=etag)
+            return Reply(200, body, "application/json", etag)
         if request.path in files:
             body, kind = files[request.path]
             return Reply(200, body, kind)

@@ -37,7 +37,7 @@
 
   async function poll() {
     try {
-      const response = await fetch("bot", { cache: "no-store" });
+      const response = await fetch("bot", { cache: "no-cache" });
       if (!response.ok) throw new Error(`the server has no bot yet (${response.status})`);
       const spec = JSON.parse(await response.text());
       const key = `${spec.run}|${spec.timesteps}|${spec.exported_at}`;

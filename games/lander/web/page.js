@@ -1,5 +1,6 @@
 // The page: landers in the browser's physics, flown by the bot, following the cursor.
-// The bot is fetched from ./bot and fetched again every second: a new version (its
+// The bot is fetched from ./bot and asked for again every second (the browser keeps it and
+// the server answers 304 while it is the same): a new version (its
 // run, steps or export time) replaces the flying one without a reload; a file that is
 // not a valid bot shows an error and the previous bot keeps flying. The state is
 // exposed as window.lander for tests.
@@ -50,7 +51,7 @@
   async function poll() {
     if (source !== "server") return;
     try {
-      const response = await fetch("bot", { cache: "no-store" });
+      const response = await fetch("bot", { cache: "no-cache" });
       if (!response.ok) throw new Error(`the server has no bot yet (${response.status})`);
       const text = await response.text();
       let spec;
