@@ -282,6 +282,9 @@ class RelayedInstance(GameInstance):
 
     def close(self, grace_s: float = 3.0) -> None:
         """Close as a local instance, then end the relay's actor (its worker goes back)."""
+        for opening in self._opening:
+            opening.conn.close()
+        self._opening.clear()
         try:
             super().close(grace_s)
         finally:

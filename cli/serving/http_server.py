@@ -155,7 +155,10 @@ class GuardedHttpServer:
             server.close()
             for connection in list(self._open):
                 connection.writer.transport.abort()
-            self._loop.run_until_complete(server.wait_closed())
+            pending = asyncio.all_tasks(self._loop)
+            for task in pending:
+                task.cancel()
+            self._loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
             self._loop.close()
             self._stopped.set()
 
@@ -182,6 +185,8 @@ class GuardedHttpServer:
         self._make_room()
         connection = _Connection(writer)
         self._open.add(connection)
+        # A drain waits until a reply is all sent, so the close below never cuts one short.
+        writer.transport.set_write_buffer_limits(high=0)
         try:
             while await self._one_request(reader, connection):
                 connection.busy, connection.waiting_since = False, time.monotonic()
