@@ -92,7 +92,7 @@ def test_a_camera_run_learns_through_real_games_and_exports_a_bot_that_sees(
     float32 rounding once broke parity (a fresh policy's whitening is the identity)."""
     trained = lander(
         tmp_path, "train", "eyes", "--game-arg", "observation=pixels", "--n-parallel", "2",
-        "--timesteps", "102400", "--eval-every", "20480", "--eval-episodes", "24", "--no-git",
+        "--timesteps", "102400", "--eval-every", "25600", "--eval-episodes", "12", "--no-git",
         timeout=600,
     )  # fmt: skip
     output = trained.stdout + trained.stderr

@@ -191,8 +191,13 @@ class RunEnd:
     def __exit__(
         self, kind: type[BaseException] | None, error: BaseException | None, _: Any
     ) -> None:
+        ending = self.signalled is not None or isinstance(
+            error, _EndInterrupted | KeyboardInterrupt
+        )
         for sig, old in self._previous.items():
-            signal.signal(sig, old)
+            # Ending on a signal: more of a storm of them must not raise in the middle of
+            # the exit (Python's own SIGINT handler would); the exit code says the first.
+            signal.signal(sig, signal.SIG_IGN if ending else old)
         if error is None and self.signalled is not None:
             error = _EndInterrupted(self.signalled)  # noted during the last step
         if not isinstance(error, _EndInterrupted | KeyboardInterrupt):

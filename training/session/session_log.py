@@ -58,9 +58,10 @@ def session_banner(plan: TrainPlan, request: TrainRequest, model: PPO) -> str:
     elif config.game_url is not None:
         where = f"{config.n_parallel} session(s) of the OpenEnv server {config.game_url}"
     elif config.game == EDITOR_GAME:
-        where = f"the game in the Godot editor on port {config.port}"
+        where = f"the game in the Godot editor on port {config.port} (this machine only)"
     else:
-        where = f"{config.n_parallel} {game} instance(s) from port {config.port}"
+        reach = "the cluster's nodes only" if config.cluster else "this machine only"
+        where = f"{config.n_parallel} {game} instance(s) from port {config.port} ({reach})"
     origin = (
         f"resuming from {plan.resume_point.model} at {model.num_timesteps:,} steps"
         if plan.resume_point
