@@ -40,13 +40,21 @@ def openenv_python(tmp_path_factory: pytest.TempPathFactory) -> Path:
     home = tmp_path_factory.mktemp("openenv-venv")
     subprocess.run([sys.executable, "-m", "venv", str(home)], check=True, timeout=300)
     python = home / "bin" / "python"
+    # Not byte-compiled at install (its 10,000 files: gradio, pandas, ... 13 s here); the
+    # modules its server and client import are compiled once below, by importing them.
     installed = subprocess.run(
-        [str(python), "-m", "pip", "install", "-q", f"openenv=={OPENENV_VERSION}"],
+        [str(python), "-m", "pip", "install", "-q", "--no-compile", f"openenv=={OPENENV_VERSION}"],
         capture_output=True,
         text=True,
         timeout=600,
     )
     assert installed.returncode == 0, installed.stdout[-2000:] + installed.stderr[-2000:]
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    warmed = subprocess.run(
+        [str(python), "-c", "import uvicorn, openenv.core, openenv.core.env_server.http_server"],
+        env=env, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert warmed.returncode == 0, warmed.stderr[-2000:]
     return python
 
 

@@ -207,7 +207,7 @@ def test_tictactoe_trains_by_self_play_its_rating_rises_and_its_bot_plays_only_l
     cells = rng.integers(0, 2, (2000, 18)).astype(np.float32)
     picked = bot.act({MASK_KEY: mask, "observation": cells})
     assert np.all(mask[np.arange(2000), picked] == 1.0), "a forbidden move was picked"
-    scored = lander(tmp_path, "eval", str(bot_path), "--episodes", "100")
+    scored = lander(tmp_path, "eval", str(bot_path), "--episodes", "50")
     assert scored.returncode == 0, scored.stdout + scored.stderr
     found = re.search(r"mean_reward=(-?[0-9.]+)", scored.stdout)
     assert found and float(found.group(1)) > 0.3, scored.stdout  # against random legal moves
