@@ -179,11 +179,12 @@ class OpenEnvServer:
         if not self.names.allows(host):
             why = self.names.refusal(host)
             self.refused(_peer(connection), why)
+            text = why.encode()
             return Response(
                 HTTPStatus.MISDIRECTED_REQUEST.value,
                 HTTPStatus.MISDIRECTED_REQUEST.phrase,
-                Headers([("Content-Type", "text/plain"), ("Content-Length", str(len(why)))]),
-                why.encode(),
+                Headers([("Content-Type", "text/plain"), ("Content-Length", str(len(text)))]),
+                text,
             )
         path = request.path.split("?", 1)[0]
         if path == "/ws":

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import secrets
+import sys
 from pathlib import Path
 
 from game_bridge.errors import LanderError
@@ -105,7 +106,7 @@ def check_cluster_token(address: str) -> None:
         )
     if anyone != "UNAUTHENTICATED":
         raise RayTokenError(f"the Ray head at {address} does not answer ({anyone.lower()})")
-    if _answer(address, (("authorization", f"Bearer {token}"),)) == ("UNAUTHENTICATED"):
+    if _answer(address, (("authorization", f"Bearer {token}"),)) == "UNAUTHENTICATED":
         raise RayTokenError(
             f"the Ray cluster at {address} refuses this machine's Ray token ({token_path()}): "
             "copy the head's token here (docs/cluster.md)"
@@ -118,8 +119,6 @@ def use_token_here() -> None:
     :raises RayTokenError: there is no token on this machine.
     """
     os.environ.update(token_environment())
-    import sys
-
     if "ray._raylet" in sys.modules:  # Ray read its settings when imported: read them again
         from ray._raylet import Config  # type: ignore[attr-defined]  # as Ray does itself
 

@@ -37,10 +37,11 @@ def _ray() -> str:
     return str(ray)
 
 
-def _run_ray(args: list[str]) -> str:
-    """``ray ARGS`` with the token; its output, or one red line with its last error."""
+def _run_ray(args: list[str], with_token: bool = True) -> str:
+    """``ray ARGS`` (with the token); its output, or one red line with its last error."""
+    env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0"}
     try:
-        env = {**os.environ, **token_environment(), "RAY_USAGE_STATS_ENABLED": "0"}
+        env.update(token_environment() if with_token else {})
     except RayTokenError as exc:
         fail(str(exc))
     try:
@@ -100,5 +101,5 @@ def start_node(
 
 def stop_nodes() -> None:
     """``ray stop``: end every Ray node this user runs on this machine."""
-    _run_ray(["stop"])
+    _run_ray(["stop"], with_token=False)
     console.print("stopped this machine's Ray nodes")

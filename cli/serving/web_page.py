@@ -2,7 +2,7 @@
 
 Plain static files (the game's ``web_files``, ``games/lander/web/`` for the lander: the
 game's physics and the bot runner in JavaScript, no build step, no CDN) and one dynamic
-address, ``/bot``: the bot the page flies, read from disk at every request. For a run that is training, that
+address, ``/bot``: the bot the page flies, read from disk again whenever the file changed. For a run that is training, that
 is the bot it publishes every ``--publish-every`` steps (``.lander/live/RUN.json``),
 so the page switches to each new one without a reload. The server is
 :class:`~cli.serving.http_server.GuardedHttpServer`: answers for this machine's names only,
