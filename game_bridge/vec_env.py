@@ -332,6 +332,8 @@ class GameVecEnv(VecEnv):
                 decoded, reward, done, info = self._read_step(instance)
                 _check_finite(instance, decoded, reward)
             except BridgeError as exc:
+                # A reply of the wrong shape is a fault too: no grace at close (a stop is none).
+                instance.faulted = instance.faulted or not isinstance(exc, Interrupted)
                 self._raise_if_stopped(exc)
                 if not self.max_restarts_per_minute or isinstance(exc, Interrupted):
                     raise

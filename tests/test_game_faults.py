@@ -78,7 +78,9 @@ NAMED_ERRORS = [
 def test_each_fault_ends_within_its_deadline_with_a_named_error(
     transport: str, fault: str, error: type[Exception], text: str
 ) -> None:
-    env = GameVecEnv(faulty_games(transport, f"--fault={fault}", "--after=3"))
+    # One instance: a second one, faulty the same way and never read, would only be killed
+    # after close's 3 s of grace (test_a_faulty_game_is_restarted... runs two).
+    env = GameVecEnv(faulty_games(transport, f"--fault={fault}", "--after=3", n_instances=1))
     try:
         env.reset()
         _step(env, 3)
