@@ -11,11 +11,10 @@ each game, and prints env steps/s and the ratio launched / forked.
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
 import time
 
-from measure import free_base_port, timed_steps, warmed_up
+from measure import cpu_seconds, free_base_port, timed_steps, warmed_up
 from rich.console import Console
 from rich.table import Table
 
@@ -24,14 +23,6 @@ from game_bridge.vec_env import GameVecEnv
 from games import launch_settings
 
 console = Console()
-_TICKS_PER_SECOND = os.sysconf("SC_CLK_TCK")
-
-
-def _cpu_seconds(pid: int) -> float:
-    """User plus system CPU time of a process."""
-    with open(f"/proc/{pid}/stat") as stat:
-        fields = stat.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / _TICKS_PER_SECOND
 
 
 def measure(forked: bool, n: int, k: int, seconds: float, fast_wire: bool) -> dict[str, float]:
@@ -49,11 +40,11 @@ def measure(forked: bool, n: int, k: int, seconds: float, fast_wire: bool) -> di
     try:
         actions = warmed_up(env)
         pids = [instance.process.pid for instance in env.instances if instance.process]
-        games_before = sum(_cpu_seconds(pid) for pid in pids)
+        games_before = sum(cpu_seconds(pid) for pid in pids)
         trainer_before = time.process_time()
         steps, wall = timed_steps(env, actions, seconds)
         trainer = time.process_time() - trainer_before
-        games = sum(_cpu_seconds(pid) for pid in pids) - games_before
+        games = sum(cpu_seconds(pid) for pid in pids) - games_before
     finally:
         env.close()
     return {

@@ -41,6 +41,12 @@ def run_checked(cwd: Path, *command: str, env: dict[str, str] | None = None) -> 
     return done.stdout
 
 
+def cpu_seconds(pid: int) -> float:
+    """User plus system CPU time of a process so far."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def free_base_port(count: int, start: int = 31000) -> int:
     """The first base port from ``start`` whose ``count`` loopback ports are free."""
     base = start

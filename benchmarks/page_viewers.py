@@ -32,6 +32,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from measure import cpu_seconds, free_base_port
 from rich.console import Console
 from rich.table import Table
 
@@ -98,17 +99,6 @@ def _watch(port: int, viewers: int, stop: threading.Event, seen: Viewing) -> Non
     asyncio.run(all_viewers())
 
 
-def _cpu_seconds(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
 def _listening(port: int) -> bool:
     with socket.socket() as probe:
         return probe.connect_ex(("127.0.0.1", port)) == 0
@@ -127,7 +117,7 @@ class Arm:
 def one_run(home: Path, run: str, viewers: int, timesteps: int) -> Arm:
     """Train ``run`` with its page served and ``viewers`` watching."""
     env = {**os.environ, "LANDER_HOME": str(home)}
-    port = _free_port()
+    port = free_base_port(1, 42000)
     page = subprocess.Popen(
         [str(LANDER), "play", "--web", run, "--web-port", str(port)], env=env,
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL,
@@ -141,7 +131,7 @@ def one_run(home: Path, run: str, viewers: int, timesteps: int) -> Arm:
             time.sleep(0.2)
         watching = threading.Thread(target=_watch, args=(port, viewers, stop, seen))
         before = resource.getrusage(resource.RUSAGE_SELF)
-        idle_cpu = _cpu_seconds(page.pid)  # its start: the same in both arms
+        idle_cpu = cpu_seconds(page.pid)  # its start: the same in both arms
         if viewers:
             watching.start()
         began = time.monotonic()
@@ -157,7 +147,7 @@ def one_run(home: Path, run: str, viewers: int, timesteps: int) -> Arm:
         seen.cpu_s = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
         if trained.returncode != 0:
             raise SystemExit(f"training failed:\n{trained.stdout}{trained.stderr}")
-        server_cpu = _cpu_seconds(page.pid) - idle_cpu
+        server_cpu = cpu_seconds(page.pid) - idle_cpu
     finally:
         page.terminate()
         page.wait(timeout=10)

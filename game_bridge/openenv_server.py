@@ -388,9 +388,6 @@ def _refusing_connection(server: OpenEnvServer) -> Any:
         _checked = False
         _refused = False
 
-        def _peer(self) -> str:
-            return _peer(self)
-
         def connection_made(self, transport: Any) -> None:
             server.opened(self)
             super().connection_made(transport)
@@ -422,7 +419,7 @@ def _refusing_connection(server: OpenEnvServer) -> Any:
             self.transport.close()  # after the answer is written (abort would drop it)
             self._refused = True
             shown = method.decode() if is_method else "a request that is no HTTP"
-            server.refused(self._peer(), f"{shown} (only GET and WebSocket sessions are served)")
+            server.refused(_peer(self), f"{shown} (only GET and WebSocket sessions are served)")
 
         async def handshake(self, *args: Any, **kwargs: Any) -> None:
             try:
@@ -430,7 +427,7 @@ def _refusing_connection(server: OpenEnvServer) -> Any:
             except Exception as exc:
                 if not self._refused:
                     cause = str(exc.__cause__ or exc).splitlines()
-                    server.refused(self._peer(), cause[0][:200] if cause else type(exc).__name__)
+                    server.refused(_peer(self), cause[0][:200] if cause else type(exc).__name__)
             finally:
                 server.done_opening(self)
 

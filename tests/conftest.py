@@ -12,6 +12,7 @@ import sys
 import time
 import uuid
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import libtmux
@@ -186,6 +187,33 @@ def lander(
         check=False,
         stdin=subprocess.DEVNULL,
     )
+
+
+@contextmanager
+def lander_server(
+    home: Path, *args: str, env: dict[str, str] | None = None
+) -> Iterator[tuple[int, subprocess.Popen[str]]]:
+    """``lander ARGS`` (``play --web ...`` or ``serve ...``) in ``home`` on a free loopback
+    port (``--web-port``/``--port``), until the block ends; yields the port once it listens."""
+    port = find_free_port_block(1)
+    flag = "--web-port" if args[:2] == ("play", "--web") else "--port"
+    server = subprocess.Popen(
+        [str(LANDER), *args, flag, str(port)],
+        env={**os.environ, **GIT_IDENTITY, "LANDER_HOME": str(home), **(env or {})},
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, stdin=subprocess.DEVNULL,
+    )  # fmt: skip
+
+    def listening() -> bool:
+        assert server.poll() is None, server.communicate()[0]
+        with socket.socket() as probe:
+            return probe.connect_ex(("127.0.0.1", port)) == 0
+
+    try:
+        wait_until(listening, 90, "the server to listen")
+        yield port, server
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
 
 
 def train_small(home: Path, run: str, *args: str) -> None:

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import http.client
 import json
-import os
 import resource
 import selectors
 import socket
@@ -16,42 +15,23 @@ import subprocess
 import threading
 import time
 from collections.abc import Iterator
-from contextlib import ExitStack, contextmanager
+from contextlib import AbstractContextManager, ExitStack
 from pathlib import Path
 
 import pytest
 
 from cli.serving.http_server import REQUEST_DEADLINE_S
 from game_bridge.local_names import LocalNames
-from tests.conftest import GIT_IDENTITY, LANDER, find_free_port_block, wait_until
+from tests.conftest import lander_server, wait_until
 from tests.test_files_from_elsewhere import lander_bot, write_bot
 
 STRANGER = "127.0.0.2"
 VPN_NAME = "box.tail0000.ts.net"
 
 
-@contextmanager
-def running(home: Path, *args: str) -> Iterator[tuple[int, subprocess.Popen[str]]]:
-    """``lander ARGS --port-flag P`` in ``home`` until the block ends; yields P once it listens."""
-    port = find_free_port_block(1)
-    flag = "--web-port" if args[:2] == ("play", "--web") else "--port"
-    env = {**os.environ, **GIT_IDENTITY, "LANDER_HOME": str(home), "LANDER_ALLOW_HOSTS": VPN_NAME}
-    server = subprocess.Popen(
-        [str(LANDER), *args, flag, str(port)], env=env, stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT, text=True, stdin=subprocess.DEVNULL,
-    )  # fmt: skip
-
-    def listening() -> bool:
-        assert server.poll() is None, server.communicate()[0]
-        with socket.socket() as probe:
-            return probe.connect_ex(("127.0.0.1", port)) == 0
-
-    try:
-        wait_until(listening, 90, "the server to listen")
-        yield port, server
-    finally:
-        server.terminate()
-        server.wait(timeout=10)
+def running(home: Path, *args: str) -> AbstractContextManager[tuple[int, subprocess.Popen[str]]]:
+    """The server ``lander ARGS`` starts, with a VPN's name among those it answers."""
+    return lander_server(home, *args, env={"LANDER_ALLOW_HOSTS": VPN_NAME})
 
 
 @pytest.fixture

@@ -7,8 +7,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import socket
-import subprocess
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -20,7 +18,7 @@ import pytest
 
 from game_bridge.bot_runner import BotRunner
 from games.lander.physics import LanderPhysics
-from tests.conftest import GIT_IDENTITY, LANDER, find_free_port_block, lander, wait_until
+from tests.conftest import lander, lander_server, wait_until
 from training.runs.local_state import live_bot_path
 from training.runs.run_record import write_bytes_atomic, write_json_atomic
 
@@ -65,23 +63,8 @@ def page_url(home: Path) -> Iterator[str]:
 @contextmanager
 def serving(home: Path, target: str, *extra: str) -> Iterator[str]:
     """``lander play --web TARGET`` in ``home``, serving on a free loopback port."""
-    port = find_free_port_block(1)
-    env = {**os.environ, **GIT_IDENTITY, "LANDER_HOME": str(home)}
-    server = subprocess.Popen(
-        [str(LANDER), "play", "--web", target, "--web-port", str(port), *extra], env=env,
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, stdin=subprocess.DEVNULL,
-    )  # fmt: skip
-
-    def listening() -> bool:
-        with socket.socket() as probe:
-            return probe.connect_ex(("127.0.0.1", port)) == 0
-
-    try:
-        wait_until(listening, 60, "the page's server")
+    with lander_server(home, "play", "--web", target, *extra) as (port, _):
         yield f"http://127.0.0.1:{port}/"
-    finally:
-        server.terminate()
-        server.wait(timeout=10)
 
 
 def _trajectory(steps: int = 420) -> dict[str, Any]:

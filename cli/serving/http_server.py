@@ -115,7 +115,6 @@ class GuardedHttpServer:
     """Serve ``respond`` on ``host:port`` from a background thread until :meth:`shutdown`.
 
     :param body_limit: the largest body each request may carry (the rest are refused 413).
-    :param max_connections: open connections at most (tests lower it).
     :raises OSError: the address cannot be bound (raised here, not in the thread).
     """
 
@@ -125,13 +124,9 @@ class GuardedHttpServer:
         port: int,
         respond: Respond,
         body_limit: BodyLimit,
-        max_connections: int = MAX_CONNECTIONS,
-        request_deadline_s: float = REQUEST_DEADLINE_S,
     ) -> None:
         self.respond = respond
         self.body_limit = body_limit
-        self.max_connections = max_connections
-        self.request_deadline_s = request_deadline_s
         self.names = LocalNames(host)
         self._open: set[_Connection] = set()
         self._socket = socket.create_server((host, port), backlog=512)
@@ -168,15 +163,10 @@ class GuardedHttpServer:
             self._loop.call_soon_threadsafe(self._loop.stop)
             self._stopped.wait(10)
 
-    @property
-    def connections(self) -> int:
-        """Connections open now."""
-        return len(self._open)
-
     def _make_room(self) -> None:
         """At the bound, close the connection that waited longest for its request (an
         idle or drip-fed one before one that is busy)."""
-        while len(self._open) >= self.max_connections:
+        while len(self._open) >= MAX_CONNECTIONS:
             oldest = min(self._open, key=lambda c: (c.busy, c.waiting_since))
             self._open.discard(oldest)
             oldest.writer.transport.abort()
@@ -200,7 +190,7 @@ class GuardedHttpServer:
         """Read, answer and write one request; False when the connection is to close."""
         try:
             # asyncio.timeout, not wait_for: no task made per request (a hundred a second).
-            async with asyncio.timeout(self.request_deadline_s):
+            async with asyncio.timeout(REQUEST_DEADLINE_S):
                 head = await reader.readuntil(b"\r\n\r\n")
         except asyncio.LimitOverrunError:
             await self._send(connection, Reply(431, b"request head too large"), False)
