@@ -38,7 +38,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import gymnasium
@@ -66,12 +66,14 @@ console = Console(width=150)
 
 @dataclass
 class Curve:
-    """One side's run: (seconds since launch, steps, training reward) at each report."""
+    """One side's run: (seconds since launch, steps, training reward) at each report, and
+    (seconds, score) of every whole game where the side writes them."""
 
     side: str
     seed: int
     points: list[tuple[float, int, float]]
     budget_s: float
+    games: list[tuple[float, float]] = field(default_factory=list)
 
     def best(self) -> float | None:
         return max((r for _, _, r in self.points), default=None)
@@ -162,7 +164,8 @@ def run_lander(
         for r in rows
         if r["kind"] == "rollout" and r["reward"] is not None
     ]
-    return Curve("lander", seed, points, time.time() - launched)
+    games = [(r["t"], float(r["score"])) for r in rows if r["kind"] == "game"]
+    return Curve("lander", seed, points, time.time() - launched, games)
 
 
 def target_of(env: str, zoo_runs: list[Curve]) -> float:

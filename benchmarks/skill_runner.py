@@ -10,9 +10,10 @@ this file imports nothing from lander at the top.
 Both sides report the same events to a JSON-lines file: at every rollout end the clock
 (seconds since the parent launched this process, less the time spent writing
 snapshots), the steps, ``rollout/ep_rew_mean`` over the last 100 episodes, and the cores
-busy (from /proc/stat) during collection and during the update. A policy snapshot is
-saved every ``--snapshot-every`` seconds of that clock for evaluation afterwards, so
-evaluating never slows the side being timed.
+busy (from /proc/stat) during collection and during the update; and at every whole
+game's end its score (``kind: game``). A policy snapshot is saved every
+``--snapshot-every`` seconds of that clock for evaluation afterwards, so evaluating never
+slows the side being timed.
 """
 
 from __future__ import annotations
@@ -134,6 +135,15 @@ def _skill_clock_class() -> type:
                 self.next_snapshot = t + self.snapshot_every
 
         def _on_step(self) -> bool:
+            for info in self.locals.get("infos", ()):
+                episode = info.get("episode")
+                if episode is not None:  # a whole game's score, as the reward averages
+                    self._emit(
+                        kind="game",
+                        t=self.clock(),
+                        steps=self.num_timesteps,
+                        score=float(episode["r"]),
+                    )
             within = self.steps is None or self.num_timesteps < self.steps
             return within and not self.reached and self.clock() < self.seconds
 
