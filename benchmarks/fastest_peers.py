@@ -83,9 +83,23 @@ class Run:
     budget_s: float = 0.0
 
 
+SF_NAMES = {
+    "Asteroids": "atari_asteroid",
+    "KungFuMaster": "atari_kongfumaster",
+    "MontezumaRevenge": "atari_montezuma",
+}
+"""Sample Factory's Atari names that are not ``atari_`` and the game's name in lower case."""
+
+
 def game_name(env: str) -> str:
     """``QbertNoFrameskip-v4`` -> ``Qbert``."""
     return env.removesuffix("NoFrameskip-v4")
+
+
+def sf_name(env: str) -> str:
+    """The name Sample Factory's Atari example knows the game by."""
+    game = game_name(env)
+    return SF_NAMES.get(game, f"atari_{game.lower()}")
 
 
 def run_for(command: list[str], cap_s: float, cwd: Path, env: dict[str, str]) -> None:
@@ -134,6 +148,8 @@ def read_games(
 
 
 def run_cleanrl(env: str, seed: int, cap_s: float) -> Run:
+    """CleanRL's file with its defaults; EnvPool's ``GAME-v5`` is ``GAMENoFrameskip-v4``
+    with the usual preprocessing (no sticky actions: EnvPool's default is 0)."""
     with tempfile.TemporaryDirectory(prefix="cleanrl-") as folder:
         where, launched = Path(folder), time.time()
         command = [
@@ -148,6 +164,7 @@ def run_cleanrl(env: str, seed: int, cap_s: float) -> Run:
 
 
 def run_sample_factory(env: str, seed: int, cap_s: float) -> Run:
+    """Sample Factory's Atari example with its defaults, on the CPU (its default is CUDA)."""
     import ale_py
 
     roms = Path(ale_py.__file__).parent / "roms"  # ale-py 0.8 ships none; these are the same
@@ -155,7 +172,7 @@ def run_sample_factory(env: str, seed: int, cap_s: float) -> Run:
         where, launched = Path(folder), time.time()
         command = [
             str(SF_PYTHON), str(HERE / "peer_runner.py"), "--side", "sf",
-            "--games", str(where / "games.jsonl"), "--env", f"atari_{game_name(env).lower()}",
+            "--games", str(where / "games.jsonl"), "--env", sf_name(env),
             "--experiment", "peer", "--train_dir", str(where / "train"), "--device", "cpu",
             "--seed", str(seed),
         ]  # fmt: skip
@@ -165,6 +182,8 @@ def run_sample_factory(env: str, seed: int, cap_s: float) -> Run:
 
 
 def run_zoo(env: str, seed: int, cap_s: float) -> Run:
+    """RL Zoo's tuned ``atari:`` entry (as ``pictures.py`` runs it), every game from its
+    ``Monitor`` files."""
     with tempfile.TemporaryDirectory(prefix="zoo-") as folder:
         where, launched = Path(folder), time.time()
         command = [
@@ -192,6 +211,7 @@ def monitor_games(folder: Path, launched: float) -> list[tuple[float, float]]:
 
 
 def run_lander_side(env: str, seed: int, cap_s: float, settings: dict[str, object]) -> Run:
+    """``lander train`` with its defaults (and ``settings``), its games from its events."""
     curve = run_lander(env, seed, ZOO_BUDGET, cap_s, settings)
     samples = [(t, steps) for t, steps, _ in curve.points]
     return Run("lander", seed, curve.games, samples, curve.budget_s)
@@ -204,6 +224,7 @@ def mean_of_last(run: Run, seconds: float, window: int) -> float | None:
 
 
 def samples_by(run: Run, seconds: float) -> int | None:
+    """The samples the run had played by ``seconds``, as far as it said."""
     before = [steps for t, steps in run.samples if t <= seconds]
     return before[-1] if before else None
 
