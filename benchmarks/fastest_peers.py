@@ -218,26 +218,34 @@ def run_lander_side(env: str, seed: int, cap_s: float, settings: dict[str, objec
 
 
 def mean_of_last(run: Run, seconds: float, window: int) -> float | None:
-    """The mean score of the run's last ``window`` games ended by ``seconds``."""
+    """The mean score of the run's last ``window`` games ended by ``seconds`` (None for a
+    run that had ended before ``seconds``)."""
+    if seconds > run.budget_s:
+        return None
     ended = [score for t, score in run.games if t <= seconds]
     return statistics.fmean(ended[-window:]) if ended and window > 0 else None
 
 
 def samples_by(run: Run, seconds: float) -> int | None:
-    """The samples the run had played by ``seconds``, as far as it said."""
+    """The samples the run had played by ``seconds``, as far as it said (None for a run
+    that had ended before ``seconds``)."""
+    if seconds > run.budget_s:
+        return None
     before = [steps for t, steps in run.samples if t <= seconds]
     return before[-1] if before else None
 
 
 def shared_window(runs: list[Run], seconds: float, window: int) -> int:
-    """The most games every run had ended by ``seconds``, at most ``window``."""
-    return min([window, *(sum(1 for t, _ in run.games if t <= seconds) for run in runs)])
+    """The most games every run still going at ``seconds`` had ended by then, at most
+    ``window``."""
+    going = [run for run in runs if seconds <= run.budget_s]
+    return min([window, *(sum(1 for t, _ in run.games if t <= seconds) for run in going)])
 
 
 def print_table(record: dict[str, dict[str, object]], window: int) -> None:
     for env, entry in record.items():
         runs = {side: [Run(**r) for r in rs] for side, rs in entry["runs"].items() if rs}  # type: ignore[union-attr]
-        sides = [side for side in SIDES if side in runs]
+        sides = [side for side in SIDES if side in runs] + sorted(set(runs) - set(SIDES))
         table = Table(title=f"{env}: mean raw score of the last W whole games (median over seeds)")
         for column in ("minutes", "W", *sides, *(f"{s} samples" for s in sides)):
             table.add_column(column, justify="right")
@@ -303,6 +311,8 @@ def main() -> None:
             for env, entry in json.loads(path.read_text()).items():
                 into = joined.setdefault(env, {"marks": entry["marks"], "runs": {}})
                 for side, runs in entry["runs"].items():
+                    if side == "lander" and entry.get("settings"):  # a candidate: its own column
+                        side = "lander " + json.dumps(entry["settings"])
                     into["runs"].setdefault(side, []).extend(runs)  # type: ignore[union-attr]
         print_table(joined, args.window)
         return
