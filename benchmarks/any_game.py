@@ -38,6 +38,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -100,9 +101,10 @@ def zoo_settings(env: str) -> dict[str, object]:
     return dict(table[env])
 
 
-def run_zoo(env: str, seed: int, budget: int, cap_s: float, packages: list[str]) -> Curve:
+def run_zoo(env: str, seed: int, budget: int, cap_s: float, packages: Sequence[str] = ()) -> Curve:
     """RL Zoo's own trainer on ``env`` with its tuned settings (``--gym-packages``: the
-    packages that register the id, as the zoo imports them)."""
+    packages that register the id, as the zoo imports them); every whole game from its
+    ``Monitor`` files, which sit under its wrappers (an Atari game's raw score)."""
     with tempfile.TemporaryDirectory(prefix="zoo-") as folder:
         logs = Path(folder)
         launched = time.time()
@@ -119,7 +121,21 @@ def run_zoo(env: str, seed: int, budget: int, cap_s: float, packages: list[str])
         except subprocess.CalledProcessError as exc:
             raise SystemExit(f"rl_zoo3 failed on {env}:\n{exc.stderr.decode()[-2000:]}") from None
         points = _tensorboard_curve(logs / "tb", launched)
-    return Curve("zoo", seed, points, time.time() - launched)
+        games = monitor_games(logs / "zoo", launched)
+    return Curve("zoo", seed, points, time.time() - launched, games)
+
+
+def monitor_games(folder: Path, launched: float) -> list[tuple[float, float]]:
+    """Every game in SB3 ``Monitor`` files (a JSON header with ``t_start``, then ``r,l,t``
+    rows, ``t`` counted from ``t_start``), by the time it ended."""
+    games: list[tuple[float, float]] = []
+    for path in folder.rglob("*monitor.csv"):
+        lines = path.read_text().splitlines()
+        start = json.loads(lines[0].lstrip("#"))["t_start"]
+        for row in lines[2:]:
+            score, _, t = row.split(",")[:3]
+            games.append((start + float(t) - launched, float(score)))
+    return sorted(games)
 
 
 def _tensorboard_curve(folder: Path, launched: float) -> list[tuple[float, int, float]]:

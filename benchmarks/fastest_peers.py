@@ -8,8 +8,9 @@ every seed), each for ``--minutes`` of wall clock, each with its own defaults on
 - **lander**: ``lander train --game gym:ENV`` with nothing else set (``--settings`` for a
   candidate), through ``skill_runner.py``, which writes every whole game's score;
 - **zoo**: ``python -m rl_zoo3.train --algo ppo --env ENV`` in ``.venv-zoo`` (its tuned
-  ``atari:`` entry; ``pictures.py --setup`` makes it); its ``Monitor`` files, which sit on
-  the raw game under its ``AtariWrapper``, give every whole game;
+  ``atari:`` entry; ``pictures.py --setup`` makes it), run by ``any_game.run_zoo``; its
+  ``Monitor`` files, which sit on the raw game under its ``AtariWrapper``, give every
+  whole game;
 - **cleanrl**: CleanRL's ``ppo_atari_envpool.py`` (``--env-id GAME-v5``, EnvPool 1.2.5)
   in ``.venv-cleanrl``;
 - **sf**: Sample Factory 2.1.1's ``sf_examples.atari.train_atari`` (``--env atari_game
@@ -44,7 +45,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from any_game import ROOT, ZOO_PYTHON, _tensorboard_curve, run_lander
+from any_game import ROOT, ZOO_PYTHON, Curve, run_lander, run_zoo
 from rich.console import Console
 from rich.table import Table
 
@@ -181,40 +182,20 @@ def run_sample_factory(env: str, seed: int, cap_s: float) -> Run:
     return Run("sf", seed, games, samples, time.time() - launched)
 
 
-def run_zoo(env: str, seed: int, cap_s: float) -> Run:
-    """RL Zoo's tuned ``atari:`` entry (as ``pictures.py`` runs it), every game from its
-    ``Monitor`` files."""
-    with tempfile.TemporaryDirectory(prefix="zoo-") as folder:
-        where, launched = Path(folder), time.time()
-        command = [
-            str(ZOO_PYTHON), "-m", "rl_zoo3.train", "--algo", "ppo", "--env", env,
-            "--seed", str(seed), "--eval-freq", "-1", "--tensorboard-log", str(where / "tb"),
-            "--log-folder", str(where / "zoo"), "-n", str(ZOO_BUDGET), "--verbose", "0",
-        ]  # fmt: skip
-        run_for(command, cap_s, where, {})
-        games = monitor_games(where / "zoo", launched)
-        samples = [(t, steps) for t, steps, _ in _tensorboard_curve(where / "tb", launched)]
-    return Run("zoo", seed, games, samples, time.time() - launched)
-
-
-def monitor_games(folder: Path, launched: float) -> list[tuple[float, float]]:
-    """Every game in SB3 ``Monitor`` files (a JSON header with ``t_start``, then ``r,l,t``
-    rows, ``t`` counted from ``t_start``), by the time it ended."""
-    games: list[tuple[float, float]] = []
-    for path in folder.rglob("*monitor.csv"):
-        lines = path.read_text().splitlines()
-        start = json.loads(lines[0].lstrip("#"))["t_start"]
-        for row in lines[2:]:
-            score, _, t = row.split(",")[:3]
-            games.append((start + float(t) - launched, float(score)))
-    return sorted(games)
-
-
 def run_lander_side(env: str, seed: int, cap_s: float, settings: dict[str, object]) -> Run:
     """``lander train`` with its defaults (and ``settings``), its games from its events."""
-    curve = run_lander(env, seed, ZOO_BUDGET, cap_s, settings)
+    return as_run(run_lander(env, seed, ZOO_BUDGET, cap_s, settings))
+
+
+def run_zoo_side(env: str, seed: int, cap_s: float) -> Run:
+    """RL Zoo's tuned ``atari:`` entry, as ``pictures.py`` runs it."""
+    return as_run(run_zoo(env, seed, ZOO_BUDGET, cap_s))
+
+
+def as_run(curve: Curve) -> Run:
+    """A run of ``any_game.py``'s: its games, and its samples at each report."""
     samples = [(t, steps) for t, steps, _ in curve.points]
-    return Run("lander", seed, curve.games, samples, curve.budget_s)
+    return Run(curve.side, curve.seed, curve.games, samples, curve.budget_s)
 
 
 def mean_of_last(run: Run, seconds: float, window: int) -> float | None:
@@ -332,9 +313,9 @@ def main() -> None:
                 if side == "lander":
                     run = run_lander_side(env, seed, cap, settings)
                 else:
-                    run = {"zoo": run_zoo, "cleanrl": run_cleanrl, "sf": run_sample_factory}[side](
-                        env, seed, cap
-                    )
+                    run = {"zoo": run_zoo_side, "cleanrl": run_cleanrl, "sf": run_sample_factory}[
+                        side
+                    ](env, seed, cap)
                 runs[side].append(run)
                 last = run.samples[-1][1] if run.samples else 0
                 console.print(
