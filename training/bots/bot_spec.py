@@ -23,6 +23,7 @@ from training.bots.plugin_layout import OnnxLayout
 from training.errors import ExportError
 from training.ppo.action_heads import MASK_KEY, MaskedPolicy
 from training.ppo.camera_policy import (
+    PIXEL_CLIP,
     ByteConv2d,
     CameraExtractor,
     Centroids,
@@ -258,11 +259,16 @@ def _normalization(normalizer: VecNormalize | None, model: PPO) -> dict[str, Any
     if not (normalizing or cameras):
         return None
     rms = normalizer.obs_rms if normalizer is not None and normalizing else None
+    extractor = model.policy.features_extractor
+    pixels = extractor.pixels if isinstance(extractor, CameraExtractor) else None
     means, scales = [], []
     for key, part in input_parts(model):
         size = int(np.prod(part.shape))
         stats = (rms.get(key) if isinstance(rms, dict) else rms) if rms is not None else None
-        if is_camera(part):
+        if pixels is not None:  # a lone camera through a PixelNormalization
+            means.append(pixels.mean.detach().cpu().double().numpy().reshape(-1))
+            scales.append(pixels.scale.detach().cpu().double().numpy().reshape(-1))
+        elif is_camera(part):
             means.append(np.zeros(size))
             scales.append(np.full(size, 255.0 if model.policy.normalize_images else 1.0))
         elif stats is not None:
@@ -279,7 +285,11 @@ def _normalization(normalizer: VecNormalize | None, model: PPO) -> dict[str, Any
     return {
         "mean": np.concatenate(means).tolist(),
         "scale": np.concatenate(scales).tolist(),
-        "clip": float(normalizer.clip_obs) if normalizer is not None and normalizing else None,
+        "clip": PIXEL_CLIP
+        if pixels is not None
+        else float(normalizer.clip_obs)
+        if normalizer is not None and normalizing
+        else None,
         "rule": "clip((obs - mean) / scale, -clip, clip)",
     }
 

@@ -87,7 +87,7 @@ class _OnnxPolicy(torch.nn.Module):
             obs = torch.clamp((obs.double() - self.mean) / self.scale, -self.clip, self.clip)
             obs = obs.float()
         if self.extractor is not None:
-            obs = self.extractor(self._split(obs))
+            obs = self.extractor.encode(self._split(obs))  # normalized above
         if self.memory_cell is not None:
             # A bot with memory: state_ins is each agent's state [batch, units] (zeros at an
             # episode's start) and state_outs the state after this step (docs/godot.md).

@@ -337,6 +337,17 @@ class TrainConfig:
         shape=True,
         panel="PPO",
     )
+    # Sample Factory's normalize_input (rl_games' running mean and std): each pixel of a
+    # lone camera's stacked frames less its running mean, over its running spread, clipped
+    # at 5, refitted after each rollout (training/ppo/camera_policy.py, PixelNormalization).
+    normalize_pixels: bool = setting(
+        False,
+        help="A CNN reads each pixel of a lone camera's frames less its running mean, over its "
+        "running spread (what stands still goes to 0, what moves stands out); fixed when a run "
+        "starts.",
+        shape=True,
+        panel="PPO",
+    )
     frame_stack: int = setting(
         1,
         help="Camera frames the policy sees at once: each camera key as its last N frames, "

@@ -163,6 +163,63 @@ class CentroidEncoder(nn.Sequential):
         return last if isinstance(last, Whitening) else None
 
 
+PIXEL_CLIP = 5.0
+"""How many spreads from its mean a normalized pixel may lie (Sample Factory's clip)."""
+PIXEL_EPSILON = 1e-5 * 255.0**2
+"""Added to each pixel's variance (in bytes): Sample Factory's 1e-5 on frames in [0, 1]."""
+
+
+class PixelNormalization(nn.Module):
+    """Each pixel of a camera's frames (bytes) less its running mean, over its running
+    spread, clipped at :data:`PIXEL_CLIP`: Sample Factory's ``normalize_input``, which it
+    turns on for Atari. A still background goes to 0 and what moves stands out. Its
+    statistics are refitted after each rollout (:func:`refit_pixels`), never by the
+    gradient; until the first refit it is SB3's scaling to [0, 1]. A bot file carries
+    ``mean`` and ``scale`` as its observation's normalization (bot_spec.py)."""
+
+    def __init__(self, shape: tuple[int, ...]) -> None:
+        super().__init__()
+        self.mean: torch.Tensor
+        self.scale: torch.Tensor
+        self.seen_mean: torch.Tensor
+        self.seen_var: torch.Tensor
+        self.seen: torch.Tensor
+        self.register_buffer("mean", torch.zeros(shape))
+        self.register_buffer("scale", torch.full(shape, 255.0))
+        # As Sample Factory starts: a mean of 0 and a variance of 1 (on [0, 1]) seen once.
+        self.register_buffer("seen_mean", torch.zeros(shape, dtype=torch.float64))
+        self.register_buffer("seen_var", torch.full(shape, 255.0**2, dtype=torch.float64))
+        self.register_buffer("seen", torch.ones((), dtype=torch.float64))
+
+    def forward(self, frames: torch.Tensor) -> torch.Tensor:
+        return torch.clamp((frames - self.mean) / self.scale, -PIXEL_CLIP, PIXEL_CLIP)
+
+    def refit(self, frames: np.ndarray) -> None:
+        """Add a rollout's frames (bytes, ``[rows, *shape]``) to the running statistics
+        (Chan's parallel update, as Sample Factory's), then normalize by them."""
+        rows = len(frames)
+        total = np.zeros(frames.shape[1:])
+        squares = np.zeros(frames.shape[1:])
+        for start in range(0, rows, 128):  # float32 within a chunk, float64 across
+            chunk = torch.from_numpy(frames[start : start + 128]).float()
+            total += chunk.sum(0).double().numpy()
+            squares += chunk.square().sum(0).double().numpy()
+        mean = total / rows
+        var = (squares - rows * mean**2) / max(rows - 1, 1)
+        with torch.no_grad():
+            seen = self.seen.item()
+            both = seen + rows
+            delta = torch.from_numpy(mean) - self.seen_mean
+            merged = (self.seen_var * seen + torch.from_numpy(var) * rows) + delta**2 * (
+                seen * rows / both
+            )
+            self.seen_mean.add_(delta * (rows / both))
+            self.seen_var.copy_(merged / both)
+            self.seen.fill_(both)
+            self.mean.copy_(self.seen_mean)
+            self.scale.copy_(torch.sqrt(self.seen_var + PIXEL_EPSILON))
+
+
 class ByteConv2d(nn.Conv2d):
     """A CNN's first convolution reading its frames as bytes (0 to 255, as floats): the
     1/255 that SB3 applies to every frame (``obs.float() / 255``, 12% of a Breakout run's
@@ -268,6 +325,8 @@ class CameraExtractor(BaseFeaturesExtractor):
     :param byte_frames: a CNN encoder takes its frames as bytes and scales its first
         convolution's weights (:class:`ByteConv2d`; its policy does not scale images). A
         policy saved before it scales its frames in SB3 and loads with it False.
+    :param pixel_norm: a lone camera's frames pass a :class:`PixelNormalization` before
+        its CNN (which then reads them as they come out, not as bytes).
     """
 
     def __init__(
@@ -278,11 +337,16 @@ class CameraExtractor(BaseFeaturesExtractor):
         whiten: bool = False,
         features: int = SAVED_FEATURES,
         byte_frames: bool = False,
+        pixel_norm: bool = False,
     ) -> None:
         if encoder not in CAMERA_ENCODERS:
             raise ValueError(f"camera encoder must be one of {', '.join(CAMERA_ENCODERS)}")
         if byte_frames and encoder not in CNN_ENCODERS:
             raise ValueError("only a CNN camera encoder takes its frames as bytes")
+        if pixel_norm and (
+            encoder not in CNN_ENCODERS or byte_frames or not is_camera(observation_space)
+        ):
+            raise ValueError("pixels are normalized for a CNN reading one camera alone")
         parts = (
             list(observation_space.spaces.items())
             if isinstance(observation_space, gymnasium.spaces.Dict)
@@ -309,6 +373,10 @@ class CameraExtractor(BaseFeaturesExtractor):
         self.frames = frames
         self.camera_keys = tuple(key for key, space in parts if is_camera(space))
         self.byte_frames = byte_frames
+        self.pixels: PixelNormalization | None = None
+        if pixel_norm:
+            assert isinstance(observation_space, gymnasium.spaces.Box)
+            self.pixels = PixelNormalization(observation_space.shape)
         self.channels_last = encoder in CNN_ENCODERS
         """A CNN's frames go in channels last: torch's CPU convolutions (oneDNN) then run
         an update 1.3x to 1.4x as fast as on the frames' own channels-first layout
@@ -316,6 +384,13 @@ class CameraExtractor(BaseFeaturesExtractor):
         minutes; the numbers are the same, only their order in memory."""
 
     def forward(self, observations: Any) -> torch.Tensor:
+        if self.pixels is not None:
+            observations = self.pixels(observations)
+        return self.encode(observations)
+
+    def encode(self, observations: Any) -> torch.Tensor:
+        """The features of observations already normalized (a bot file's runner and ONNX
+        apply its normalization, :class:`PixelNormalization`'s included, before this)."""
         if not self.keyed:
             return self.encoders[0](self._layout(observations))
         return torch.cat(
@@ -352,22 +427,26 @@ def sees_images(space: gymnasium.spaces.Space[Any]) -> bool:
     return any(is_camera(part) for part in parts)
 
 
-def camera_policy_kwargs(encoder: str, frames: int, features: int) -> dict[str, Any]:
+def camera_policy_kwargs(
+    encoder: str, frames: int, features: int, normalize_pixels: bool = False
+) -> dict[str, Any]:
     """The ``policy_kwargs`` that give a new policy lander's camera extractor (its centroid
     encoders whitened; a CNN encoder ``features`` wide, ``--cnn-features``, reading its
-    frames as bytes, so the policy leaves them unscaled)."""
-    byte_frames = encoder in CNN_ENCODERS
-    arguments = {
+    frames as bytes, or, with ``normalize_pixels``, through a :class:`PixelNormalization`;
+    either way the policy leaves them unscaled)."""
+    arguments: dict[str, Any] = {
         "encoder": encoder,
         "frames": frames,
         "whiten": True,
         "features": features,
-        "byte_frames": byte_frames,
+        "byte_frames": encoder in CNN_ENCODERS and not normalize_pixels,
     }
+    if normalize_pixels:  # not named otherwise: a policy saved before it loads as it was
+        arguments["pixel_norm"] = True
     return {
         "features_extractor_class": CameraExtractor,
         "features_extractor_kwargs": arguments,
-        "normalize_images": not byte_frames,
+        "normalize_images": encoder not in CNN_ENCODERS,
     }
 
 
@@ -458,6 +537,16 @@ def _update_statistics(whitening: Whitening, features: torch.Tensor) -> None:
         )
         whitening.seen_mean.add_(MOMENTUM * shift)
     whitening.refits += 1
+
+
+def refit_pixels(policy: ActorCriticPolicy, buffer: RolloutBuffer) -> None:
+    """Refit ``policy``'s :class:`PixelNormalization` (if it has one) to the frames of
+    ``buffer``, a collected rollout: the update that follows reads them by the new
+    statistics, as Sample Factory's learner does."""
+    extractor = policy.features_extractor
+    if isinstance(extractor, CameraExtractor) and extractor.pixels is not None:
+        stored = np.asarray(buffer.observations)
+        extractor.pixels.refit(stored.reshape(-1, *stored.shape[2:]))
 
 
 def _frames(observations: Any, key: str | None) -> torch.Tensor:

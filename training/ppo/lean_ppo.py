@@ -59,6 +59,7 @@ from training.ppo.action_heads import evaluate_actions
 from training.ppo.camera_policy import (
     CameraExtractor,
     CentroidEncoder,
+    refit_pixels,
     refit_whitening,
     sees_images,
 )
@@ -282,6 +283,7 @@ class LeanPPO(PPO):
         whole = self._collect(env, callback, rollout_buffer, n_rollout_steps)
         if whole:
             refit_whitening(self.policy, rollout_buffer)
+            refit_pixels(self.policy, rollout_buffer)
         return whole
 
     def _collect(

@@ -18,7 +18,12 @@ from game_bridge.machine_memory import available_memory, in_gb
 from training.config import RESUMABLE_SETTINGS, ConfigError, TrainConfig
 from training.envs.half_steps import game_halves
 from training.ppo.action_heads import MaskedPolicy, masks_actions
-from training.ppo.camera_policy import camera_policy_kwargs, sees_images
+from training.ppo.camera_policy import (
+    CNN_ENCODERS,
+    camera_policy_kwargs,
+    is_camera,
+    sees_images,
+)
 from training.ppo.lean_ppo import LeanPPO
 from training.ppo.policy_tweaks import reset_action_std
 from training.ppo.recurrent_policy import RecurrentActorCritic, memory_of
@@ -89,7 +94,15 @@ def make_ppo_model(
             policy_kwargs["log_std_init"] = config.log_std_init
         if image:
             policy_kwargs.update(
-                camera_policy_kwargs(config.camera_encoder, config.frame_stack, config.cnn_features)
+                camera_policy_kwargs(
+                    config.camera_encoder,
+                    config.frame_stack,
+                    config.cnn_features,
+                    # A CNN reading one camera alone (an Atari game's frames); elsewhere off.
+                    config.normalize_pixels
+                    and config.camera_encoder in CNN_ENCODERS
+                    and is_camera(env.observation_space),
+                )
             )
         if config.memory:
             # The critic keeps a memory of its own (RecurrentPPO's default): see
