@@ -98,10 +98,12 @@ def make_ppo_model(
                     config.camera_encoder,
                     config.frame_stack,
                     config.cnn_features,
-                    # A CNN reading one camera alone (an Atari game's frames); elsewhere off.
+                    # A CNN reading one camera alone (an Atari game's frames), refitted
+                    # after each of lander's rollouts (not SB3's own); elsewhere off.
                     config.normalize_pixels
                     and config.camera_encoder in CNN_ENCODERS
-                    and is_camera(env.observation_space),
+                    and is_camera(env.observation_space)
+                    and algorithm is LeanPPO,
                 )
             )
         if config.memory:
