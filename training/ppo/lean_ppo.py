@@ -276,7 +276,9 @@ class LeanPPO(PPO):
     ) -> bool:
         """Fill ``rollout_buffer`` with ``n_rollout_steps`` steps of every env, then refit a
         camera policy's whitening to the rollout's frames (camera_policy.refit_whitening: what
-        the policy does stays as it was; the update that follows sees the new features).
+        the policy does stays as it was; the update that follows sees the new features), and
+        a CNN's pixel statistics (camera_policy.refit_pixels: the update reads the frames by
+        the new ones, as Sample Factory's learner does).
 
         :return: False when a callback stopped training mid-rollout, as in SB3.
         """
