@@ -244,6 +244,36 @@ def print_table(record: dict[str, dict[str, object]], window: int) -> None:
         console.print(table)
 
 
+def time_at(run: Run, samples: int) -> float | None:
+    """When the run had played ``samples`` (its first report at or past them; None where it
+    never got there)."""
+    return next((t for t, steps in run.samples if steps >= samples), None)
+
+
+def print_sample_table(record: dict[str, dict[str, object]], window: int, at: list[int]) -> None:
+    """Each side's score by the games it had ended when it had played each count of samples
+    (how fast each learns per sample, whatever its pace), on a window shared as by time."""
+    for env, entry in record.items():
+        runs = [(side, Run(**r)) for side, rs in entry["runs"].items() for r in rs]  # type: ignore[union-attr]
+        table = Table(title=f"{env}: mean raw score of the last W whole games at equal samples")
+        for column in ("side", "seed", *(f"{n:,}" for n in at)):
+            table.add_column(column, justify="right")
+        times = {n: [time_at(run, n) for _, run in runs] for n in at}
+        shared = {
+            n: min([window, *(sum(1 for g, _ in run.games if g <= t) for (_, run), t in
+                    zip(runs, times[n], strict=True) if t is not None)])
+            for n in at
+        }  # fmt: skip
+        for index, (side, run) in enumerate(runs):
+            cells = []
+            for n in at:
+                t = times[n][index]
+                score = mean_of_last(run, t, shared[n]) if t is not None else None
+                cells.append(f"{score:.1f} (W {shared[n]})" if score is not None else "-")
+            table.add_row(side, str(run.seed), *cells)
+        console.print(table)
+
+
 def setup() -> None:
     """Make ``.venv-cleanrl`` and ``.venv-sf`` (the zoo's is ``pictures.py --setup``)."""
     for python, packages in (
@@ -282,6 +312,9 @@ def main() -> None:
     parser.add_argument("--sides", default=",".join(SIDES), help="which of " + ", ".join(SIDES))
     parser.add_argument("--out", type=Path, default=None, help="write every run here (JSON)")
     parser.add_argument("--table", type=Path, nargs="+", default=None, help="print --out files")
+    parser.add_argument(
+        "--samples", default="", help="with --table: scores at these sample counts too"
+    )
     args = parser.parse_args()
     if args.setup:
         setup()
@@ -296,6 +329,9 @@ def main() -> None:
                         side = "lander " + json.dumps(entry["settings"])
                     into["runs"].setdefault(side, []).extend(runs)  # type: ignore[union-attr]
         print_table(joined, args.window)
+        if args.samples:
+            at = [int(float(n)) for n in args.samples.split(",")]
+            print_sample_table(joined, args.window, at)
         return
     sides = [side for side in args.sides.split(",") if side]
     for side, python in (("zoo", ZOO_PYTHON), ("cleanrl", CLEANRL_PYTHON), ("sf", SF_PYTHON)):
