@@ -32,11 +32,10 @@ class TrainConfig:
     n_parallel: int = setting(
         4, help="Game instances (processes), each on its own port.", low=1, panel="Games"
     )
-    # Where lander launches the game (a gym: game, the bundled ones) it asks for this many
-    # agents; a game binary declares its own. 4 instances of 4 make rollouts of 1,024
-    # samples, twice the updates per sample of 8 each: Pendulum reached its mark on 3
-    # seeds of 3 (1 of 3 with 8), BipedalWalker its 234 by 501k steps (1.49M with 8),
-    # LunarLanderContinuous in 12.7 s (21.6) (docs/performance.md). The bundled games keep 8.
+    # Where lander launches the game (a gym: game, the bundled ones) it asks for this many agents;
+    # a game binary declares its own. 4 instances of 4 (rollouts of 1,024: twice the updates a
+    # sample of 8 each): Pendulum at its mark on 3 seeds of 3 (1 of 3 with 8), BipedalWalker 234
+    # by 501k (1.49M), LunarLanderContinuous 12.7 s (21.6) (docs/performance.md). Bundled: 8.
     agents_per_instance: int = setting(
         4,
         help="Agents in each instance, where lander launches the game (a game binary declares "
@@ -206,9 +205,7 @@ class TrainConfig:
         high=MAX_TIMESTEPS,
         panel="Run",
     )
-    # Rollout, minibatch and step size were chosen by time to a good bot, not fps
-    # (benchmarks/time_to_skill.py; docs/performance.md): short rollouts and a large
-    # step make many updates per sample, which reaches skill in far less wall time.
+    # Chosen by time to a good bot, not fps (benchmarks/time_to_skill.py): many updates a sample.
     learning_rate: float = setting(
         2e-3,
         help="Adam step size (with --adaptive-kl: where it starts).",
@@ -216,12 +213,11 @@ class TrainConfig:
         resumable=True,
         panel="PPO",
     )
-    # rsl_rl's adaptive rule, bounded above by the learning rate: a step that shrinks when
-    # an update moves the policy too far. A constant 0.002 lets each update move a
-    # sharpening policy further (BipedalWalker: approx_kl 0.02 early, 0.1-0.7 by 1.5M, the
-    # reward from 215 to 130); held near 0.01 (with the std's regrowth bounded, below) the
-    # walker reached 235.7 by 1.49M, and LunarLander its 200 by 164k steps where the
-    # constant step took 584k (docs/performance.md, "BipedalWalker-v3, the sixth").
+    # rsl_rl's adaptive rule, bounded above by the learning rate. A constant 0.002 let a
+    # sharpening policy move further each update (BipedalWalker: approx_kl 0.02 early, 0.1-0.7
+    # by 1.5M, the reward 215 to 130); held near 0.01 (the std's regrowth bounded, below) the
+    # walker reached 235.7 by 1.49M, LunarLander its 200 by 164k steps where the constant step
+    # took 584k (docs/performance.md, "BipedalWalker-v3, the sixth").
     adaptive_kl: float = setting(
         0.01,
         help="KL from the rollout's policy each minibatch aims at: over twice it, the step "
@@ -337,14 +333,10 @@ class TrainConfig:
         shape=True,
         panel="PPO",
     )
-    # Sample Factory's normalize_input (rl_games' running mean and std): each pixel of a
-    # lone camera's stacked frames less its running mean, over its running spread, clipped
-    # at 5, refitted after each rollout (training/ppo/camera_policy.py, PixelNormalization).
-    normalize_pixels: bool = setting(
+    normalize_pixels: bool = setting(  # Sample Factory's normalize_input: PixelNormalization
         False,
         help="A CNN reads each pixel of a lone camera's frames less its running mean, over its "
-        "running spread (what stands still goes to 0, what moves stands out); fixed when a run "
-        "starts.",
+        "running spread (what stands still goes to 0); fixed when a run starts.",
         shape=True,
         panel="PPO",
     )
