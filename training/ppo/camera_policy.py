@@ -169,6 +169,12 @@ PIXEL_EPSILON = 1e-5 * 255.0**2
 """Added to each pixel's variance (in bytes): Sample Factory's 1e-5 on frames in [0, 1]."""
 
 
+def normalizes_pixels(encoder: str, space: gymnasium.spaces.Space[Any]) -> bool:
+    """True where a :class:`PixelNormalization` may stand before the encoder: a CNN reading
+    one camera alone (an ALE game's frames), not a dictionary of keys."""
+    return encoder in CNN_ENCODERS and is_camera(space)
+
+
 class PixelNormalization(nn.Module):
     """Each pixel of a camera's frames (bytes) less its running mean, over its running
     spread, clipped at :data:`PIXEL_CLIP`: Sample Factory's ``normalize_input``, which it
@@ -179,17 +185,23 @@ class PixelNormalization(nn.Module):
 
     def __init__(self, shape: tuple[int, ...]) -> None:
         super().__init__()
-        self.mean: torch.Tensor
-        self.scale: torch.Tensor
         self.seen_mean: torch.Tensor
         self.seen_var: torch.Tensor
         self.seen: torch.Tensor
-        self.register_buffer("mean", torch.zeros(shape))
-        self.register_buffer("scale", torch.full(shape, 255.0))
         # As Sample Factory starts: a mean of 0 and a variance of 1 (on [0, 1]) seen once.
         self.register_buffer("seen_mean", torch.zeros(shape, dtype=torch.float64))
         self.register_buffer("seen_var", torch.full(shape, 255.0**2, dtype=torch.float64))
         self.register_buffer("seen", torch.ones((), dtype=torch.float64))
+
+    @property
+    def mean(self) -> torch.Tensor:
+        """Each pixel's running mean (bytes, float32: what the policy and its bot use)."""
+        return self.seen_mean.float()
+
+    @property
+    def scale(self) -> torch.Tensor:
+        """Each pixel's running spread (bytes, float32), never under the epsilon's root."""
+        return torch.sqrt(self.seen_var + PIXEL_EPSILON).float()
 
     def forward(self, frames: torch.Tensor) -> torch.Tensor:
         # Channels last, as a CNN's frames arrive (CameraExtractor.lay_out): one fused
@@ -203,7 +215,8 @@ class PixelNormalization(nn.Module):
 
     def refit(self, frames: np.ndarray) -> None:
         """Add a rollout's frames (bytes, ``[rows, *shape]``) to the running statistics
-        (Chan's parallel update, as Sample Factory's), then normalize by them."""
+        (Chan's parallel update, as Sample Factory's); :attr:`mean` and :attr:`scale`
+        follow from them."""
         rows = len(frames)
         total = np.zeros(frames.shape[1:])
         squares = np.zeros(frames.shape[1:])
@@ -223,8 +236,6 @@ class PixelNormalization(nn.Module):
             self.seen_mean.add_(delta * (rows / both))
             self.seen_var.copy_(merged / both)
             self.seen.fill_(both)
-            self.mean.copy_(self.seen_mean)
-            self.scale.copy_(torch.sqrt(self.seen_var + PIXEL_EPSILON))
 
 
 class ByteConv2d(nn.Conv2d):
@@ -350,9 +361,7 @@ class CameraExtractor(BaseFeaturesExtractor):
             raise ValueError(f"camera encoder must be one of {', '.join(CAMERA_ENCODERS)}")
         if byte_frames and encoder not in CNN_ENCODERS:
             raise ValueError("only a CNN camera encoder takes its frames as bytes")
-        if pixel_norm and (
-            encoder not in CNN_ENCODERS or byte_frames or not is_camera(observation_space)
-        ):
+        if pixel_norm and (byte_frames or not normalizes_pixels(encoder, observation_space)):
             raise ValueError("pixels are normalized for a CNN reading one camera alone")
         parts = (
             list(observation_space.spaces.items())

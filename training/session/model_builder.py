@@ -18,12 +18,7 @@ from game_bridge.machine_memory import available_memory, in_gb
 from training.config import RESUMABLE_SETTINGS, ConfigError, TrainConfig
 from training.envs.half_steps import game_halves
 from training.ppo.action_heads import MaskedPolicy, masks_actions
-from training.ppo.camera_policy import (
-    CNN_ENCODERS,
-    camera_policy_kwargs,
-    is_camera,
-    sees_images,
-)
+from training.ppo.camera_policy import camera_policy_kwargs, normalizes_pixels, sees_images
 from training.ppo.lean_ppo import LeanPPO
 from training.ppo.policy_tweaks import reset_action_std
 from training.ppo.recurrent_policy import RecurrentActorCritic, memory_of
@@ -101,8 +96,7 @@ def make_ppo_model(
                     # A CNN reading one camera alone (an Atari game's frames), refitted
                     # after each of lander's rollouts (not SB3's own); elsewhere off.
                     config.normalize_pixels
-                    and config.camera_encoder in CNN_ENCODERS
-                    and is_camera(env.observation_space)
+                    and normalizes_pixels(config.camera_encoder, env.observation_space)
                     and algorithm is LeanPPO,
                 )
             )
