@@ -216,11 +216,16 @@ def samples_by(run: Run, seconds: float) -> int | None:
     return before[-1] if before else None
 
 
+def ended_by(run: Run, seconds: float) -> int:
+    """How many games the run had ended by ``seconds``."""
+    return sum(1 for t, _ in run.games if t <= seconds)
+
+
 def shared_window(runs: list[Run], seconds: float, window: int) -> int:
     """The most games every run still going at ``seconds`` had ended by then, at most
     ``window``."""
     going = [run for run in runs if seconds <= run.budget_s]
-    return min([window, *(sum(1 for t, _ in run.games if t <= seconds) for run in going)])
+    return min([window, *(ended_by(run, seconds) for run in going)])
 
 
 def print_table(record: dict[str, dict[str, object]], window: int) -> None:
@@ -259,11 +264,12 @@ def print_sample_table(record: dict[str, dict[str, object]], window: int, at: li
         for column in ("side", "seed", *(f"{n:,}" for n in at)):
             table.add_column(column, justify="right")
         times = {n: [time_at(run, n) for _, run in runs] for n in at}
-        shared = {
-            n: min([window, *(sum(1 for g, _ in run.games if g <= t) for (_, run), t in
-                    zip(runs, times[n], strict=True) if t is not None)])
-            for n in at
-        }  # fmt: skip
+        shared = {}
+        for n in at:
+            reached = [
+                (run, t) for (_, run), t in zip(runs, times[n], strict=True) if t is not None
+            ]
+            shared[n] = min([window, *(ended_by(run, t) for run, t in reached)])
         for index, (side, run) in enumerate(runs):
             cells = []
             for n in at:
