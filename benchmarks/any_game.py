@@ -67,14 +67,17 @@ console = Console(width=150)
 
 @dataclass
 class Curve:
-    """One side's run: (seconds since launch, steps, training reward) at each report, and
-    (seconds, score) of every whole game where the side writes them."""
+    """One side's run: (seconds since launch, steps, training reward) at each report,
+    (seconds, score) of every whole game where the side writes them, and each of those
+    games' length in steps where it does (lander's: a game cut by the step limit, a rally
+    that never ended, tells itself from a close loss)."""
 
     side: str
     seed: int
     points: list[tuple[float, int, float]]
     budget_s: float
     games: list[tuple[float, float]] = field(default_factory=list)
+    lengths: list[int] = field(default_factory=list)
 
     def best(self) -> float | None:
         return max((r for _, _, r in self.points), default=None)
@@ -180,8 +183,10 @@ def run_lander(
         for r in rows
         if r["kind"] == "rollout" and r["reward"] is not None
     ]
-    games = [(r["t"], float(r["score"])) for r in rows if r["kind"] == "game"]
-    return Curve("lander", seed, points, time.time() - launched, games)
+    ended = [r for r in rows if r["kind"] == "game"]
+    games = [(r["t"], float(r["score"])) for r in ended]
+    lengths = [int(r["length"]) for r in ended]
+    return Curve("lander", seed, points, time.time() - launched, games, lengths)
 
 
 def target_of(env: str, zoo_runs: list[Curve]) -> float:

@@ -143,6 +143,7 @@ def _skill_clock_class() -> type:
                         t=self.clock(),
                         steps=self.num_timesteps,
                         score=float(episode["r"]),
+                        length=int(episode["l"]),
                     )
             within = self.steps is None or self.num_timesteps < self.steps
             return within and not self.reached and self.clock() < self.seconds
