@@ -280,6 +280,15 @@ def print_sample_table(record: dict[str, dict[str, object]], window: int, at: li
         console.print(table)
 
 
+def side_of(into: dict[str, object], side: str, runs: list[dict[str, object]], path: Path) -> str:
+    """The column ``runs`` from the record ``path`` join: ``side``'s, unless it already holds
+    a run of one of their seeds (the same side run again, at another commit or defaults, is
+    not another seed to take a median over: it gets a column named for its file)."""
+    held = {run["seed"] for run in into["runs"].get(side, [])}  # type: ignore[attr-defined]
+    clash = any(run["seed"] in held for run in runs)
+    return f"{side} ({path.stem})" if clash else side
+
+
 def setup() -> None:
     """Make ``.venv-cleanrl`` and ``.venv-sf`` (the zoo's is ``pictures.py --setup``)."""
     for python, packages in (
@@ -333,7 +342,7 @@ def main() -> None:
                 for side, runs in entry["runs"].items():
                     if side == "lander" and entry.get("settings"):  # a candidate: its own column
                         side = "lander " + json.dumps(entry["settings"])
-                    into["runs"].setdefault(side, []).extend(runs)  # type: ignore[union-attr]
+                    into["runs"].setdefault(side_of(into, side, runs, path), []).extend(runs)  # type: ignore[union-attr]
         print_table(joined, args.window)
         if args.samples:
             at = [int(float(n)) for n in args.samples.split(",")]
