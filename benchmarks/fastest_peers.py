@@ -75,13 +75,14 @@ console = Console(width=150)
 @dataclass
 class Run:
     """One side's run: every whole game (seconds since launch, raw score) and the samples
-    it had played (seconds, samples) where it said."""
+    it had played (seconds, samples) where it said; lander's games' lengths in steps."""
 
     side: str
     seed: int
     games: list[tuple[float, float]] = field(default_factory=list)
     samples: list[tuple[float, int]] = field(default_factory=list)
     budget_s: float = 0.0
+    lengths: list[int] = field(default_factory=list)
 
 
 SF_NAMES = {
@@ -195,7 +196,7 @@ def run_zoo_side(env: str, seed: int, cap_s: float) -> Run:
 def as_run(curve: Curve) -> Run:
     """A run of ``any_game.py``'s: its games, and its samples at each report."""
     samples = [(t, steps) for t, steps, _ in curve.points]
-    return Run(curve.side, curve.seed, curve.games, samples, curve.budget_s)
+    return Run(curve.side, curve.seed, curve.games, samples, curve.budget_s, curve.lengths)
 
 
 def mean_of_last(run: Run, seconds: float, window: int) -> float | None:
