@@ -95,7 +95,11 @@ def test_a_trained_policy_keeps_its_statistics_and_exports_them_with_parity(
     assert 0 < mean.max() < 255 and pixels.scale.min() < 255  # Breakout's walls are lit
     model.save(tmp_path / "brk.zip")
     loaded = LeanPPO.load(tmp_path / "brk.zip", device="cpu")
-    np.testing.assert_array_equal(loaded.policy.features_extractor.pixels.mean.numpy(), mean)
+    reloaded = loaded.policy.features_extractor.pixels
+    np.testing.assert_array_equal(reloaded.mean.numpy(), mean)
+    # The loaded factors are the trained statistics', not the prior's (the forward keeps them).
+    frames = torch.randint(0, 256, (3, *pixels.seen_mean.shape)).float()
+    np.testing.assert_allclose(reloaded(frames).numpy(), pixels(frames).numpy(), rtol=1e-6)
     result = export_policy(model, None, "brk", tmp_path / "brk.json", tmp_path / "brk.onnx")
     env.close()
     assert result.bot_parity.agreement == 1.0 and result.onnx_parity.agreement == 1.0

@@ -192,6 +192,14 @@ class PixelNormalization(nn.Module):
         self.register_buffer("seen_mean", torch.zeros(shape, dtype=torch.float64))
         self.register_buffer("seen_var", torch.full(shape, 255.0**2, dtype=torch.float64))
         self.register_buffer("seen", torch.ones((), dtype=torch.float64))
+        # The forward's multiply-add, channels last, as a CNN's frames arrive: derived from
+        # the statistics once per refit or load (not saved), not at every forward.
+        self.inverse_rows: torch.Tensor
+        self.bias_rows: torch.Tensor
+        self.register_buffer("inverse_rows", torch.empty(0), persistent=False)
+        self.register_buffer("bias_rows", torch.empty(0), persistent=False)
+        self.register_load_state_dict_post_hook(_settle_loaded)
+        self.settle()
 
     @property
     def mean(self) -> torch.Tensor:
@@ -203,14 +211,19 @@ class PixelNormalization(nn.Module):
         """Each pixel's running spread (bytes, float32), never under the epsilon's root."""
         return torch.sqrt(self.seen_var + PIXEL_EPSILON).float()
 
+    def settle(self) -> None:
+        """Derive the forward's channels-last factors from the statistics as they are now."""
+        with torch.no_grad():
+            inverse = 1.0 / self.scale
+            self.inverse_rows = inverse.permute(1, 2, 0).contiguous()
+            self.bias_rows = (-self.mean * inverse).permute(1, 2, 0).contiguous()
+
     def forward(self, frames: torch.Tensor) -> torch.Tensor:
         # Channels last, as a CNN's frames arrive (CameraExtractor.lay_out): one fused
         # multiply-add over contiguous rows, a sixth of the time of broadcasting the
         # channels-first statistics over them (15 ms a minibatch of 256 Atari frames).
-        inverse = 1.0 / self.scale
         rows = frames.contiguous(memory_format=torch.channels_last).permute(0, 2, 3, 1)
-        bias = (-self.mean * inverse).permute(1, 2, 0).contiguous()
-        normalized = torch.addcmul(bias, rows, inverse.permute(1, 2, 0).contiguous())
+        normalized = torch.addcmul(self.bias_rows, rows, self.inverse_rows)
         return normalized.clamp_(-PIXEL_CLIP, PIXEL_CLIP).permute(0, 3, 1, 2)
 
     def refit(self, frames: np.ndarray) -> None:
@@ -236,6 +249,14 @@ class PixelNormalization(nn.Module):
             self.seen_mean.add_(delta * (rows / both))
             self.seen_var.copy_(merged / both)
             self.seen.fill_(both)
+        self.settle()
+
+
+def _settle_loaded(module: nn.Module, _keys: object) -> None:
+    """After ``load_state_dict`` (a checkpoint, or the playing copy given the learning
+    policy's weights each rollout): the loaded statistics' factors."""
+    assert isinstance(module, PixelNormalization)
+    module.settle()
 
 
 class ByteConv2d(nn.Conv2d):
