@@ -44,6 +44,7 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from any_game import ROOT, ZOO_PYTHON, Curve, run_lander, run_zoo
 from rich.console import Console
@@ -69,6 +70,8 @@ ATARI_5 = (
 )
 SUITE = ("BreakoutNoFrameskip-v4", "SpaceInvadersNoFrameskip-v4", "PongNoFrameskip-v4")
 STOP_GRACE_S = 10.0
+Record = dict[str, dict[str, Any]]
+"""A ``--out`` file: each game's marks, settings and every side's runs."""
 console = Console(width=150)
 
 
@@ -229,14 +232,14 @@ def shared_window(runs: list[Run], seconds: float, window: int) -> int:
     return min([window, *(ended_by(run, seconds) for run in going)])
 
 
-def print_table(record: dict[str, dict[str, object]], window: int) -> None:
+def print_table(record: Record, window: int) -> None:
     for env, entry in record.items():
-        runs = {side: [Run(**r) for r in rs] for side, rs in entry["runs"].items() if rs}  # type: ignore[union-attr]
+        runs = {side: [Run(**r) for r in rs] for side, rs in entry["runs"].items() if rs}
         sides = [side for side in SIDES if side in runs] + sorted(set(runs) - set(SIDES))
         table = Table(title=f"{env}: mean raw score of the last W whole games (median over seeds)")
         for column in ("minutes", "W", *sides, *(f"{s} samples" for s in sides)):
             table.add_column(column, justify="right")
-        for mark in entry["marks"]:  # type: ignore[union-attr]
+        for mark in entry["marks"]:
             seconds = float(mark) * 60.0
             shared = shared_window([run for rs in runs.values() for run in rs], seconds, window)
             rewards, counts = [], []
@@ -256,11 +259,11 @@ def time_at(run: Run, samples: int) -> float | None:
     return next((t for t, steps in run.samples if steps >= samples), None)
 
 
-def print_sample_table(record: dict[str, dict[str, object]], window: int, at: list[int]) -> None:
+def print_sample_table(record: Record, window: int, at: list[int]) -> None:
     """Each side's score by the games it had ended when it had played each count of samples
     (how fast each learns per sample, whatever its pace), on a window shared as by time."""
     for env, entry in record.items():
-        runs = [(side, Run(**r)) for side, rs in entry["runs"].items() for r in rs]  # type: ignore[union-attr]
+        runs = [(side, Run(**r)) for side, rs in entry["runs"].items() for r in rs]
         table = Table(title=f"{env}: mean raw score of the last W whole games at equal samples")
         for column in ("side", "seed", *(f"{n:,}" for n in at)):
             table.add_column(column, justify="right")
@@ -281,11 +284,11 @@ def print_sample_table(record: dict[str, dict[str, object]], window: int, at: li
         console.print(table)
 
 
-def side_of(into: dict[str, object], side: str, runs: list[dict[str, object]], path: Path) -> str:
+def side_of(into: dict[str, Any], side: str, runs: list[dict[str, Any]], path: Path) -> str:
     """The column ``runs`` from the record ``path`` join: ``side``'s, unless it already holds
     a run of one of their seeds (the same side run again, at another commit or defaults, is
     not another seed to take a median over: it gets a column named for its file)."""
-    held = {run["seed"] for run in into["runs"].get(side, [])}  # type: ignore[attr-defined]
+    held = {run["seed"] for run in into["runs"].get(side, [])}
     clash = any(run["seed"] in held for run in runs)
     return f"{side} ({path.stem})" if clash else side
 
@@ -336,14 +339,14 @@ def main() -> None:
         setup()
         return
     if args.table is not None:
-        joined: dict[str, dict[str, object]] = {}
+        joined: Record = {}
         for path in args.table:
             for env, entry in json.loads(path.read_text()).items():
                 into = joined.setdefault(env, {"marks": entry["marks"], "runs": {}})
                 for side, runs in entry["runs"].items():
                     if side == "lander" and entry.get("settings"):  # a candidate: its own column
                         side = "lander " + json.dumps(entry["settings"])
-                    into["runs"].setdefault(side_of(into, side, runs, path), []).extend(runs)  # type: ignore[union-attr]
+                    into["runs"].setdefault(side_of(into, side, runs, path), []).extend(runs)
         print_table(joined, args.window)
         if args.samples:
             at = [int(float(n)) for n in args.samples.split(",")]
@@ -356,9 +359,9 @@ def main() -> None:
     register_ale()
     settings = json.loads(args.settings)
     cap = args.minutes * 60.0
-    record: dict[str, dict[str, object]] = {}
+    record: Record = {}
     for env in args.envs.split(","):
-        runs: dict[str, list[Run]] = {side: [] for side in sides}
+        by_side: dict[str, list[Run]] = {side: [] for side in sides}
         for seed in range(args.first_seed, args.first_seed + args.seeds):
             turn = seed % len(sides)
             for side in sides[turn:] + sides[:turn]:
@@ -368,7 +371,7 @@ def main() -> None:
                     run = {"zoo": run_zoo_side, "cleanrl": run_cleanrl, "sf": run_sample_factory}[
                         side
                     ](env, seed, cap)
-                runs[side].append(run)
+                by_side[side].append(run)
                 last = run.samples[-1][1] if run.samples else 0
                 console.print(
                     f"  {env} seed {seed} {side}: {len(run.games)} games, {last:,} samples "
@@ -377,7 +380,7 @@ def main() -> None:
                 record[env] = {
                     "marks": [float(m) for m in args.marks.split(",")],
                     "settings": settings,
-                    "runs": {s: [r.__dict__ for r in rs] for s, rs in runs.items()},
+                    "runs": {s: [r.__dict__ for r in rs] for s, rs in by_side.items()},
                 }
                 if args.out is not None:  # after every run: a long benchmark keeps what it has
                     args.out.write_text(json.dumps(record))
