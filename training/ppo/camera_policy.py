@@ -66,14 +66,8 @@ class Centroids(nn.Module):
         # [N, C, 3]: sum of x, of y, of the map (in the maps' precision: see CentroidEncoder)
         moments = maps.flatten(2) @ self.grid.to(maps.dtype)
         mass = moments[:, :, 2]
-        return torch.cat(
-            [
-                moments[:, :, 0] / (mass + CENTROID_EPSILON),
-                moments[:, :, 1] / (mass + CENTROID_EPSILON),
-                mass,
-            ],
-            dim=1,
-        )
+        where = moments[:, :, :2] / (mass + CENTROID_EPSILON).unsqueeze(2)
+        return torch.cat([where[:, :, 0], where[:, :, 1], mass], dim=1)
 
 
 class Whitening(nn.Module):
@@ -192,8 +186,7 @@ class PixelNormalization(nn.Module):
         self.register_buffer("seen_mean", torch.zeros(shape, dtype=torch.float64))
         self.register_buffer("seen_var", torch.full(shape, 255.0**2, dtype=torch.float64))
         self.register_buffer("seen", torch.ones((), dtype=torch.float64))
-        # The forward's multiply-add, channels last, as a CNN's frames arrive: derived from
-        # the statistics once per refit or load (not saved), not at every forward.
+        # The forward's factors, channels last: derived once per refit or load, not saved.
         self.inverse_rows: torch.Tensor
         self.bias_rows: torch.Tensor
         self.register_buffer("inverse_rows", torch.empty(0), persistent=False)
@@ -213,23 +206,20 @@ class PixelNormalization(nn.Module):
 
     def settle(self) -> None:
         """Derive the forward's channels-last factors from the statistics as they are now."""
-        with torch.no_grad():
-            inverse = 1.0 / self.scale
-            self.inverse_rows = inverse.permute(1, 2, 0).contiguous()
-            self.bias_rows = (-self.mean * inverse).permute(1, 2, 0).contiguous()
+        inverse = 1.0 / self.scale  # buffers: no gradient
+        self.inverse_rows = inverse.permute(1, 2, 0).contiguous()
+        self.bias_rows = (-self.mean * inverse).permute(1, 2, 0).contiguous()
 
     def forward(self, frames: torch.Tensor) -> torch.Tensor:
         # Channels last, as a CNN's frames arrive (CameraExtractor.lay_out): one fused
-        # multiply-add over contiguous rows, a sixth of the time of broadcasting the
-        # channels-first statistics over them (15 ms a minibatch of 256 Atari frames).
+        # multiply-add over contiguous rows, a sixth of broadcasting the statistics' time.
         rows = frames.contiguous(memory_format=torch.channels_last).permute(0, 2, 3, 1)
         normalized = torch.addcmul(self.bias_rows, rows, self.inverse_rows)
         return normalized.clamp_(-PIXEL_CLIP, PIXEL_CLIP).permute(0, 3, 1, 2)
 
     def refit(self, frames: np.ndarray) -> None:
         """Add a rollout's frames (bytes, ``[rows, *shape]``) to the running statistics
-        (Chan's parallel update, as Sample Factory's); :attr:`mean` and :attr:`scale`
-        follow from them."""
+        (Chan's parallel update, as Sample Factory's), then :meth:`settle`."""
         rows = len(frames)
         total = np.zeros(frames.shape[1:])
         squares = np.zeros(frames.shape[1:])
@@ -253,10 +243,9 @@ class PixelNormalization(nn.Module):
 
 
 def _settle_loaded(module: nn.Module, _keys: object) -> None:
-    """After ``load_state_dict`` (a checkpoint, or the playing copy given the learning
-    policy's weights each rollout): the loaded statistics' factors."""
-    assert isinstance(module, PixelNormalization)
-    module.settle()
+    """After ``load_state_dict`` (a checkpoint; the playing copy each rollout)."""
+    if isinstance(module, PixelNormalization):
+        module.settle()
 
 
 class ByteConv2d(nn.Conv2d):
