@@ -211,6 +211,15 @@ def mean_of_last(run: Run, seconds: float, window: int) -> float | None:
     return statistics.fmean(ended[-window:]) if ended and window > 0 else None
 
 
+def error_of_last(run: Run, seconds: float, window: int) -> float | None:
+    """The standard error of :func:`mean_of_last` (a game's spread over the root of the
+    games): how far one seed's mark may move by which games happened to end in the window."""
+    ended = [score for t, score in run.games if t <= seconds][-window:]
+    if seconds > run.budget_s or len(ended) < 2:
+        return None
+    return statistics.stdev(ended) / len(ended) ** 0.5
+
+
 def samples_by(run: Run, seconds: float) -> int | None:
     """The samples the run had played by ``seconds``, as far as it said (None for a run
     that had ended before ``seconds``)."""
@@ -236,7 +245,10 @@ def print_table(record: Record, window: int) -> None:
     for env, entry in record.items():
         runs = {side: [Run(**r) for r in rs] for side, rs in entry["runs"].items() if rs}
         sides = [side for side in SIDES if side in runs] + sorted(set(runs) - set(SIDES))
-        table = Table(title=f"{env}: mean raw score of the last W whole games (median over seeds)")
+        table = Table(
+            title=f"{env}: mean raw score of the last W whole games (median over seeds; one seed: "
+            "± its standard error)"
+        )
         for column in ("minutes", "W", *sides, *(f"{s} samples" for s in sides)):
             table.add_column(column, justify="right")
         for mark in entry["marks"]:
@@ -246,7 +258,9 @@ def print_table(record: Record, window: int) -> None:
             for side in sides:
                 values = [mean_of_last(run, seconds, shared) for run in runs[side]]
                 known = [v for v in values if v is not None]
-                rewards.append(f"{statistics.median(known):.1f}" if known else "-")
+                errors = [error_of_last(run, seconds, shared) for run in runs[side]]
+                one = f" ± {errors[0]:.1f}" if len(known) == 1 and errors[0] is not None else ""
+                rewards.append(f"{statistics.median(known):.1f}{one}" if known else "-")
                 steps = [s for s in (samples_by(run, seconds) for run in runs[side]) if s]
                 counts.append(f"{int(statistics.median(steps)):,}" if steps else "-")
             table.add_row(f"{mark:g}", str(shared), *rewards, *counts)
