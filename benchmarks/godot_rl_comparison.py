@@ -107,7 +107,7 @@ def measure(side: str, n: int, k: int, seconds: float, binary: Path = BINARY) ->
     port = free_base_port(n)
     args = [str(python), "-c", MEASURE, str(binary), side, str(n), str(k), str(port), str(seconds)]
     output = subprocess.run(args, capture_output=True, text=True, check=True, timeout=600).stdout
-    return json.loads(output.strip().splitlines()[-1])  # type: ignore[no-any-return]
+    return json.loads(output.strip().splitlines()[-1])
 
 
 def setup() -> None:

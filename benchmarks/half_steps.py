@@ -79,7 +79,7 @@ def main() -> None:
         env = VecNormalize(GameMonitor(games), norm_obs=False, norm_reward=config.normalize_rewards)
         model = make_ppo_model(config, env, None, None)
         assert isinstance(model, LeanPPO) and model.cnn_rollouts()
-        model._last_obs = env.reset()  # type: ignore[assignment]
+        model._last_obs = env.reset()
         model._last_episode_starts = np.ones(env.num_envs, bool)
         model.ep_info_buffer, model.ep_success_buffer = deque(maxlen=100), deque(maxlen=100)
         rollout_rate(model, halved=True)  # oneDNN builds its kernels; the games warm up

@@ -111,7 +111,7 @@ def _skill_clock_class() -> type:
 
         def _on_rollout_end(self) -> None:
             self._phase_ended("collect")
-            episodes = list(self.model.ep_info_buffer)
+            episodes = list(self.model.ep_info_buffer or ())
             reward = float(sum(e["r"] for e in episodes) / len(episodes)) if episodes else None
             t = self.clock()
             if self.stop_reward is not None and reward is not None:
@@ -199,7 +199,7 @@ def _stack_coordinates(frames: int) -> None:
             return self.stack(obs), rewards, dones, infos
 
     opened = trainer.make_vec_env
-    trainer.make_vec_env = lambda *a, **k: CoordinateStack(opened(*a, **k))  # type: ignore[assignment]
+    trainer.make_vec_env = lambda *a, **k: CoordinateStack(opened(*a, **k))
 
 
 def _run_lander(args: argparse.Namespace) -> None:

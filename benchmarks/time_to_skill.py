@@ -103,6 +103,10 @@ def _snapshot_policy(path: Path, side: str, stacked: int = 1) -> Policy:
     return model_policy(model, normalizer)
 
 
+ScoreOf = Callable[[Policy, bool, bool], float]
+"""What a side's snapshots are scored by: a policy, on pixels, on glimpses."""
+
+
 class Scorer:
     """Normalized score of a policy on one game (random 0, reference controller 1)."""
 
@@ -181,7 +185,7 @@ class Trained:
 
 
 def train_side(
-    side: str, game: str, args: argparse.Namespace, scorer: Scorer, scratch: Path
+    side: str, game: str, args: argparse.Namespace, scorer: ScoreOf, scratch: Path
 ) -> Trained:
     """Launch one timed run of ``side`` (``godot-rl``, ``lander`` or ``candidateN``, whose
     settings are ``args.candidate[N - 1]``) and read what it reported."""
@@ -245,7 +249,7 @@ def train_side(
 
 
 def run_side(
-    side: str, game: str, args: argparse.Namespace, scorer: Scorer, scratch: Path
+    side: str, game: str, args: argparse.Namespace, scorer: ScoreOf, scratch: Path
 ) -> RunResult:
     """Launch one timed run, then evaluate its snapshots."""
     trained = train_side(side, game, args, scorer, scratch)
@@ -255,7 +259,7 @@ def run_side(
     to_score, curve = first_skilled(trained.snapshots, trained.score, args.score)
     last = rollouts[-1]
     wall = last["wall_collect"] + last["wall_update"]
-    startup = next((e["marks"] for e in lines if e["kind"] == "startup"), {})
+    startup: dict[str, float] = next((e["marks"] for e in lines if e["kind"] == "startup"), {})
     return RunResult(
         side,
         hit["t"] if hit else None,
