@@ -32,10 +32,9 @@ class TrainConfig:
     n_parallel: int = setting(
         4, help="Game instances (processes), each on its own port.", low=1, panel="Games"
     )
-    # Where lander launches the game (a gym: game, the bundled ones) it asks for this many agents;
-    # a game binary declares its own. 4 instances of 4 (rollouts of 1,024: twice the updates a
-    # sample of 8 each): Pendulum at its mark on 3 seeds of 3 (1 of 3 with 8), BipedalWalker 234
-    # by 501k (1.49M), LunarLanderContinuous 12.7 s (21.6) (docs/performance.md). Bundled: 8.
+    # Where lander launches the game it asks for this many agents (a binary declares its own).
+    # 4 instances of 4 (rollouts of 1,024; of 8: in parentheses): Pendulum at its mark on 3 seeds
+    # of 3 (1), BipedalWalker 234 by 501k (1.49M), LunarLanderContinuous 12.7 s (21.6). Bundled: 8.
     agents_per_instance: int = setting(
         4,
         help="Agents in each instance, where lander launches the game (a game binary declares "
@@ -169,8 +168,7 @@ class TrainConfig:
         30.0, help="Seconds a game may take to answer one message.", low=1e-3, panel="Games"
     )
     # On since issue 30: the same samples to skill in 0.86 of the time on the bundled game
-    # (benchmarks/time_to_skill.py, docs/performance.md); a game that does not accept it
-    # is spoken to in JSON, as before.
+    # (benchmarks/time_to_skill.py); a game that does not accept it is spoken to in JSON.
     fast_wire: bool = setting(
         True,
         help="Offer lander's binary step encoding; games that do not speak it (Godot) keep JSON.",
@@ -322,8 +320,6 @@ class TrainConfig:
         shape=True,
         panel="PPO",
     )
-    # The width of a CNN encoder's output (small, narrow, nature): SB3's NatureCNN makes 512, the
-    # zoo's Atari PPO reads them with linear heads.
     cnn_features: int = setting(
         256,
         help="Features a CNN camera encoder ('small', 'narrow', 'nature') hands the policy's heads "
@@ -340,6 +336,12 @@ class TrainConfig:
         shape=True,
         panel="PPO",
     )
+    normalize_returns: bool = setting(  # Sample Factory's normalize_returns: ReturnScale
+        False,
+        help="A CNN's values learn returns over their running spread; fixed when a run starts.",
+        shape=True,
+        panel="PPO",
+    )
     frame_stack: int = setting(
         1,
         help="Camera frames the policy sees at once: each camera key as its last N frames, "
@@ -349,8 +351,6 @@ class TrainConfig:
         shape=True,
         panel="PPO",
     )
-    # A GRU between the observation and the MLPs (training/ppo/recurrent_policy.py): for
-    # games where what matters left the observation (a target seen, then hidden).
     memory: int = setting(
         0,
         help="Units of memory the policy keeps per agent from step to step (a GRU under its "

@@ -15,16 +15,30 @@ masked distribution), in evaluation and in the exported bot (``action.mask`` in
 docs/bot-format.md), so a bot plays only legal moves. The mask itself is also an input of
 the network (what is allowed tells where the game stands); it is never normalised
 (``training/envs/environments.py``).
+
+:class:`ReturnScale`: a value head that learns returns over their running spread
+(``--normalize-returns``, Sample Factory's ``normalize_returns``) and answers in returns.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
+import numpy as np
 import torch
 from gymnasium import spaces
+from stable_baselines3 import PPO
+from stable_baselines3.common.buffers import RolloutBuffer
 from stable_baselines3.common.distributions import CategoricalDistribution, Distribution
-from stable_baselines3.common.policies import ActorCriticPolicy, MultiInputActorCriticPolicy
+from stable_baselines3.common.policies import (
+    ActorCriticCnnPolicy,
+    ActorCriticPolicy,
+    MultiInputActorCriticPolicy,
+)
+from stable_baselines3.common.type_aliases import Schedule
+from torch import nn
 
 from training.ppo.numpy_policy import HALF_LOG_2PI
 
@@ -113,3 +127,90 @@ class MaskedPolicy(MultiInputActorCriticPolicy):
             allowed = allowed | ~allowed.any(dim=1, keepdim=True)
             distribution.proba_distribution(logits.masked_fill(~allowed, FORBIDDEN))
         return distribution
+
+
+RETURN_CLIP = 5.0
+"""How many spreads from their running mean a normalized return may lie (Sample Factory's)."""
+RETURN_EPSILON = 1e-5
+"""Added to the returns' variance before its root (Sample Factory's)."""
+
+
+class ReturnScale(nn.Module):
+    """A value head that learns each return less the returns' running mean, over their running
+    spread (Sample Factory's ``normalize_returns``, on in its Atari defaults), but answers in
+    returns: whatever reads ``value_net`` (a rollout's values, a cut game's bootstrap, GAE)
+    reads returns as before. Early in a game of rare rewards its returns are small, and the
+    value loss's share of a shared encoder's gradient with them; normalized, it is not. The
+    statistics are refitted after each rollout (:func:`refit_returns`), never by the
+    gradient; the update's value loss is the normalized one (:func:`normalized_value_loss`).
+    """
+
+    def __init__(self, head: nn.Module) -> None:
+        super().__init__()
+        self.head = head
+        self.seen_mean: torch.Tensor
+        self.seen_var: torch.Tensor
+        self.seen: torch.Tensor
+        # As Sample Factory starts: a mean of 0 and a variance of 1, seen once.
+        self.register_buffer("seen_mean", torch.zeros((), dtype=torch.float64))
+        self.register_buffer("seen_var", torch.ones((), dtype=torch.float64))
+        self.register_buffer("seen", torch.ones((), dtype=torch.float64))
+
+    def scale(self) -> float:
+        """The returns' running spread."""
+        return float(torch.sqrt(self.seen_var + RETURN_EPSILON))
+
+    def forward(self, latent: torch.Tensor) -> torch.Tensor:
+        spread = torch.sqrt(self.seen_var + RETURN_EPSILON).to(latent.dtype)
+        return self.head(latent) * spread + self.seen_mean.to(latent.dtype)
+
+    def refit(self, returns: np.ndarray) -> np.ndarray:
+        """Add a rollout's returns to the statistics (Chan's parallel update, as Sample
+        Factory's) and give them back within :data:`RETURN_CLIP` spreads of the new mean."""
+        rows = returns.size
+        mean = float(returns.mean())
+        var = float(returns.var(ddof=1)) if rows > 1 else 0.0
+        with torch.no_grad():
+            seen = float(self.seen)
+            both = seen + rows
+            delta = mean - float(self.seen_mean)
+            merged = float(self.seen_var) * seen + var * rows + delta**2 * seen * rows / both
+            self.seen_mean.add_(delta * rows / both)
+            self.seen_var.fill_(merged / both)
+            self.seen.fill_(both)
+        centre, reach = float(self.seen_mean), RETURN_CLIP * self.scale()
+        return np.clip(returns, centre - reach, centre + reach)
+
+
+class ReturnNormalizedCnnPolicy(ActorCriticCnnPolicy):
+    """SB3's policy for a lone camera, its value head a :class:`ReturnScale` (built around
+    the same linear layer, so the optimizer and the initialization are SB3's)."""
+
+    def _build(self, lr_schedule: Schedule) -> None:
+        super()._build(lr_schedule)
+        self.value_net = ReturnScale(self.value_net)  # type: ignore[assignment]  # SB3 says Linear
+
+
+def refit_returns(policy: ActorCriticPolicy, buffer: RolloutBuffer) -> None:
+    """Refit ``policy``'s :class:`ReturnScale` (if it has one) to a collected rollout's
+    returns, clipping them as Sample Factory clips its normalized returns."""
+    head = policy.value_net
+    if isinstance(head, ReturnScale):
+        buffer.returns[:] = head.refit(buffer.returns)
+
+
+@contextmanager
+def normalized_value_loss(model: PPO) -> Iterator[None]:
+    """SB3's update with the value loss's weight over the returns' variance: its
+    ``(return - value)^2`` is then ``((return - mean) / spread - head)^2``, the normalized
+    loss Sample Factory minimizes (the same gradient, not an approximation)."""
+    head = model.policy.value_net
+    if not isinstance(head, ReturnScale):
+        yield
+        return
+    weight = model.vf_coef
+    model.vf_coef = weight / head.scale() ** 2
+    try:
+        yield
+    finally:
+        model.vf_coef = weight

@@ -55,7 +55,12 @@ from stable_baselines3.common.policies import (
 from stable_baselines3.common.torch_layers import FlattenExtractor
 from stable_baselines3.common.vec_env import VecEnv
 
-from training.ppo.action_heads import evaluate_actions
+from training.ppo.action_heads import (
+    ReturnNormalizedCnnPolicy,
+    evaluate_actions,
+    normalized_value_loss,
+    refit_returns,
+)
 from training.ppo.camera_policy import (
     CameraExtractor,
     CentroidEncoder,
@@ -138,7 +143,8 @@ class LeanPPO(PPO):
         elif lean_update_fits(self, self.lean_rollouts(), camera=self.numpy_camera):
             lean_train(self, self.adapt_learning_rate if self.desired_kl is not None else None)
         else:
-            super().train()
+            with normalized_value_loss(self):  # --normalize-returns: the normalized loss
+                super().train()
             if self.desired_kl is not None:
                 self.adapt_learning_rate(float(self.logger.name_to_value["train/approx_kl"]))
         self.bound_std()
@@ -257,7 +263,12 @@ class LeanPPO(PPO):
         return (
             self.lean_cnn
             and type(policy)
-            in (ActorCriticPolicy, ActorCriticCnnPolicy, MultiInputActorCriticPolicy)
+            in (
+                ActorCriticPolicy,
+                ActorCriticCnnPolicy,
+                ReturnNormalizedCnnPolicy,
+                MultiInputActorCriticPolicy,
+            )
             and isinstance(policy.features_extractor, CameraExtractor)
             and not any(isinstance(m, CentroidEncoder) for m in policy.features_extractor.encoders)
             and policy.share_features_extractor
@@ -278,7 +289,7 @@ class LeanPPO(PPO):
         camera policy's whitening to the rollout's frames (camera_policy.refit_whitening: what
         the policy does stays as it was; the update that follows sees the new features), and
         a CNN's pixel statistics (camera_policy.refit_pixels: the update reads the frames by
-        the new ones, as Sample Factory's learner does).
+        the new ones, as Sample Factory's learner does), and its returns' (action_heads).
 
         :return: False when a callback stopped training mid-rollout, as in SB3.
         """
@@ -286,6 +297,7 @@ class LeanPPO(PPO):
         if whole:
             refit_whitening(self.policy, rollout_buffer)
             refit_pixels(self.policy, rollout_buffer)
+            refit_returns(self.policy, rollout_buffer)
         return whole
 
     def _collect(

@@ -17,8 +17,13 @@ from stable_baselines3.common.vec_env import VecEnv
 from game_bridge.machine_memory import available_memory, in_gb
 from training.config import RESUMABLE_SETTINGS, ConfigError, TrainConfig
 from training.envs.half_steps import game_halves
-from training.ppo.action_heads import MaskedPolicy, masks_actions
-from training.ppo.camera_policy import camera_policy_kwargs, normalizes_pixels, sees_images
+from training.ppo.action_heads import MaskedPolicy, ReturnNormalizedCnnPolicy, masks_actions
+from training.ppo.camera_policy import (
+    CNN_ENCODERS,
+    camera_policy_kwargs,
+    normalizes_pixels,
+    sees_images,
+)
 from training.ppo.lean_ppo import LeanPPO
 from training.ppo.policy_tweaks import reset_action_std
 from training.ppo.recurrent_policy import RecurrentActorCritic, memory_of
@@ -140,8 +145,9 @@ def make_ppo_model(
 def policy_class(
     config: TrainConfig, space: spaces.Space[Any], image: bool, masks: bool = False
 ) -> str | type[ActorCriticPolicy]:
-    """SB3's policy for the observation space, the policy with memory (``--memory``), or
-    the policy whose moves the game masks (``masks``: it sends ``action_mask``).
+    """SB3's policy for the observation space, the policy with memory (``--memory``), the
+    policy whose moves the game masks (``masks``: it sends ``action_mask``), or a lone
+    camera's whose values learn normalized returns (``--normalize-returns``, a CNN's).
 
     :raises ConfigError: memory for observations it cannot take yet (camera or several keys).
     """
@@ -155,6 +161,8 @@ def policy_class(
         return RecurrentActorCritic
     if space.shape is None:
         return MaskedPolicy if masks else "MultiInputPolicy"
+    if image and config.normalize_returns and config.camera_encoder in CNN_ENCODERS:
+        return ReturnNormalizedCnnPolicy
     return "CnnPolicy" if image else "MlpPolicy"
 
 
