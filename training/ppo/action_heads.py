@@ -129,6 +129,27 @@ class MaskedPolicy(MultiInputActorCriticPolicy):
         return distribution
 
 
+def merge_moments(
+    seen_mean: torch.Tensor,
+    seen_var: torch.Tensor,
+    seen: torch.Tensor,
+    mean: torch.Tensor,
+    var: torch.Tensor,
+    rows: int,
+) -> None:
+    """Merge a batch's mean and variance (of ``rows``) into running statistics kept as buffers,
+    in place: Chan's parallel update, as Sample Factory's running mean and std. Both running
+    normalizations keep them: :class:`ReturnScale` and camera_policy's ``PixelNormalization``."""
+    with torch.no_grad():
+        before = seen.item()
+        both = before + rows
+        delta = mean - seen_mean
+        merged = (seen_var * before + var * rows) + delta**2 * (before * rows / both)
+        seen_mean.add_(delta * (rows / both))
+        seen_var.copy_(merged / both)
+        seen.fill_(both)
+
+
 RETURN_CLIP = 5.0
 """How many spreads from their running mean a normalized return may lie (Sample Factory's)."""
 RETURN_EPSILON = 1e-5
@@ -167,17 +188,9 @@ class ReturnScale(nn.Module):
     def refit(self, returns: np.ndarray) -> np.ndarray:
         """Add a rollout's returns to the statistics (Chan's parallel update, as Sample
         Factory's) and give them back within :data:`RETURN_CLIP` spreads of the new mean."""
-        rows = returns.size
-        mean = float(returns.mean())
-        var = float(returns.var(ddof=1)) if rows > 1 else 0.0
-        with torch.no_grad():
-            seen = float(self.seen)
-            both = seen + rows
-            delta = mean - float(self.seen_mean)
-            merged = float(self.seen_var) * seen + var * rows + delta**2 * seen * rows / both
-            self.seen_mean.add_(delta * rows / both)
-            self.seen_var.fill_(merged / both)
-            self.seen.fill_(both)
+        values = torch.from_numpy(np.asarray(returns, dtype=np.float64)).flatten()
+        var = values.var() if values.numel() > 1 else torch.zeros((), dtype=torch.float64)
+        merge_moments(self.seen_mean, self.seen_var, self.seen, values.mean(), var, values.numel())
         centre, reach = float(self.seen_mean), RETURN_CLIP * self.scale()
         return np.clip(returns, centre - reach, centre + reach)
 

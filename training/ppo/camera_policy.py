@@ -32,6 +32,7 @@ from torch import nn
 
 from game_bridge.bot_runner import CENTROID_EPSILON
 from training.config import CAMERA_ENCODERS, CNN_LAYERS, STRIDED_LAYERS, ConvolutionLayers
+from training.ppo.action_heads import merge_moments
 
 CENTROID_MAPS = 8
 """Maps the centroid encoder makes of a frame: each finds one kind of thing."""
@@ -163,9 +164,9 @@ PIXEL_EPSILON = 1e-5 * 255.0**2
 """Added to each pixel's variance (in bytes): Sample Factory's 1e-5 on frames in [0, 1]."""
 
 
-def normalizes_pixels(encoder: str, space: gymnasium.spaces.Space[Any]) -> bool:
-    """True where a :class:`PixelNormalization` may stand before the encoder: a CNN reading
-    one camera alone (an ALE game's frames), not a dictionary of keys."""
+def cnn_reads_lone_camera(encoder: str, space: gymnasium.spaces.Space[Any]) -> bool:
+    """True for a CNN reading one camera alone (an ALE game's frames), not a dictionary of keys:
+    where a :class:`PixelNormalization` may stand before it (and action_heads' ReturnScale)."""
     return encoder in CNN_ENCODERS and is_camera(space)
 
 
@@ -229,16 +230,8 @@ class PixelNormalization(nn.Module):
             squares += chunk.square().sum(0).double().numpy()
         mean = total / rows
         var = (squares - rows * mean**2) / max(rows - 1, 1)
-        with torch.no_grad():
-            seen = self.seen.item()
-            both = seen + rows
-            delta = torch.from_numpy(mean) - self.seen_mean
-            merged = (self.seen_var * seen + torch.from_numpy(var) * rows) + delta**2 * (
-                seen * rows / both
-            )
-            self.seen_mean.add_(delta * (rows / both))
-            self.seen_var.copy_(merged / both)
-            self.seen.fill_(both)
+        stats = (self.seen_mean, self.seen_var, self.seen)
+        merge_moments(*stats, torch.from_numpy(mean), torch.from_numpy(var), rows)
         self.settle()
 
 
@@ -371,7 +364,7 @@ class CameraExtractor(BaseFeaturesExtractor):
             raise ValueError(f"camera encoder must be one of {', '.join(CAMERA_ENCODERS)}")
         if byte_frames and encoder not in CNN_ENCODERS:
             raise ValueError("only a CNN camera encoder takes its frames as bytes")
-        if pixel_norm and (byte_frames or not normalizes_pixels(encoder, observation_space)):
+        if pixel_norm and (byte_frames or not cnn_reads_lone_camera(encoder, observation_space)):
             raise ValueError("pixels are normalized for a CNN reading one camera alone")
         parts = (
             list(observation_space.spaces.items())

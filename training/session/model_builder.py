@@ -19,9 +19,8 @@ from training.config import RESUMABLE_SETTINGS, ConfigError, TrainConfig
 from training.envs.half_steps import game_halves
 from training.ppo.action_heads import MaskedPolicy, ReturnNormalizedCnnPolicy, masks_actions
 from training.ppo.camera_policy import (
-    CNN_ENCODERS,
     camera_policy_kwargs,
-    normalizes_pixels,
+    cnn_reads_lone_camera,
     sees_images,
 )
 from training.ppo.lean_ppo import LeanPPO
@@ -101,7 +100,7 @@ def make_ppo_model(
                     # A CNN reading one camera alone (an Atari game's frames), refitted
                     # after each of lander's rollouts (not SB3's own); elsewhere off.
                     config.normalize_pixels
-                    and normalizes_pixels(config.camera_encoder, env.observation_space)
+                    and cnn_reads_lone_camera(config.camera_encoder, env.observation_space)
                     and algorithm is LeanPPO,
                 )
             )
@@ -161,7 +160,7 @@ def policy_class(
         return RecurrentActorCritic
     if space.shape is None:
         return MaskedPolicy if masks else "MultiInputPolicy"
-    if image and config.normalize_returns and config.camera_encoder in CNN_ENCODERS:
+    if config.normalize_returns and cnn_reads_lone_camera(config.camera_encoder, space):
         return ReturnNormalizedCnnPolicy
     return "CnnPolicy" if image else "MlpPolicy"
 
