@@ -25,6 +25,7 @@ table gives per game and mark each side's median over seeds, W, and the samples 
 had played by the mark.
 
     .venv/bin/python benchmarks/fastest_peers.py --setup     # .venv-cleanrl, .venv-sf
+    # no route to GitHub: --cleanrl-repo PATH (any clone of vwxyzjn/cleanrl holding the commit)
     .venv/bin/python benchmarks/fastest_peers.py --envs QbertNoFrameskip-v4 --minutes 20 \\
         --marks 5,10,20 --out qbert.json
     .venv/bin/python benchmarks/fastest_peers.py --table qbert.json pong.json
@@ -307,8 +308,13 @@ def side_of(into: dict[str, Any], side: str, runs: list[dict[str, Any]], path: P
     return f"{side} ({path.stem})" if clash else side
 
 
-def setup() -> None:
-    """Make ``.venv-cleanrl`` and ``.venv-sf`` (the zoo's is ``pictures.py --setup``)."""
+CLEANRL_REPO = "https://github.com/vwxyzjn/cleanrl"
+
+
+def setup(cleanrl_repo: str) -> None:
+    """Make ``.venv-cleanrl`` and ``.venv-sf`` (the zoo's is ``pictures.py --setup``).
+    CleanRL's script comes from ``cleanrl_repo`` at :data:`CLEANRL_COMMIT`: GitHub, or a
+    clone on this disk where the machine reaches no further than the package registries."""
     for python, packages in (
         (CLEANRL_PYTHON, ["envpool==1.2.5", "gym==0.26.2", "tyro", "tensorboard", "numpy<2"]),
         (SF_PYTHON, ["sample-factory==2.1.1", "gymnasium==0.29.1", "ale-py==0.8.1",
@@ -320,14 +326,20 @@ def setup() -> None:
         subprocess.run([*pip, "torch>=2.3,<2.14", *packages], check=True)
     if not CLEANRL_SCRIPT.exists():
         with tempfile.TemporaryDirectory(prefix="cleanrl-src-") as folder:
-            subprocess.run(
-                ["git", "clone", "--quiet", "https://github.com/vwxyzjn/cleanrl", folder],
-                check=True,
-            )
+            cloned = subprocess.run(
+                ["git", "clone", "--quiet", "--no-checkout", cleanrl_repo, folder],
+                capture_output=True, text=True,
+            )  # fmt: skip
             shown = subprocess.run(
                 ["git", "-C", folder, "show", f"{CLEANRL_COMMIT}:cleanrl/ppo_atari_envpool.py"],
-                capture_output=True, text=True, check=True,
+                capture_output=True, text=True,
             )  # fmt: skip
+        if cloned.returncode != 0 or shown.returncode != 0:
+            why = (cloned.stderr or shown.stderr).strip().splitlines()[-1:]
+            raise SystemExit(
+                f"CleanRL's script not found in {cleanrl_repo} at {CLEANRL_COMMIT[:7]} "
+                f"({' '.join(why)}): pass --cleanrl-repo PATH, a clone that holds it"
+            )
         CLEANRL_SCRIPT.write_text(shown.stdout)
     console.print("CleanRL and Sample Factory installed beside lander")
 
@@ -335,6 +347,9 @@ def setup() -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--setup", action="store_true", help="make the peers' environments")
+    parser.add_argument(
+        "--cleanrl-repo", default=CLEANRL_REPO, help="with --setup: where CleanRL is cloned from"
+    )
     parser.add_argument("--envs", default=",".join(ATARI_5 + SUITE), help="Gymnasium Atari ids")
     parser.add_argument("--seeds", type=int, default=1, help="seeds per side")
     parser.add_argument("--first-seed", type=int, default=0, help="seeds from this one on")
@@ -350,7 +365,7 @@ def main() -> None:
     )
     args = parser.parse_args()
     if args.setup:
-        setup()
+        setup(args.cleanrl_repo)
         return
     if args.table is not None:
         joined: Record = {}

@@ -111,17 +111,26 @@ def test_a_trained_cnn_learns_normalized_returns_and_keeps_them(tmp_path: Path) 
 
 def test_the_setting_builds_it_for_a_cnn_reading_a_lone_camera_only() -> None:
     """``normalize_returns`` gives Breakout's narrow CNN the policy; with the centroid encoder
-    the setting builds SB3's own (the setting is a CNN's)."""
+    the setting builds SB3's own (the setting is a CNN's), and with SB3's own loop too (it
+    never refits the statistics, so the head would stand still at its prior)."""
     from stable_baselines3.common.vec_env import DummyVecEnv
 
     from training.config import TrainConfig
     from training.session.model_builder import make_ppo_model
 
     env = DummyVecEnv([lambda: make_view("BreakoutNoFrameskip-v4", {})])
-    for encoder, built in (("narrow", True), ("centroids", False)):
+    for encoder, collector, built in (
+        ("narrow", "lean", True),
+        ("centroids", "lean", False),
+        ("narrow", "sb3", False),
+    ):
         config = TrainConfig(
-            camera_encoder=encoder, normalize_returns=True, n_steps=16, device="cpu"
+            camera_encoder=encoder,
+            collector=collector,
+            normalize_returns=True,
+            n_steps=16,
+            device="cpu",
         )
         model = make_ppo_model(config, env, None, None)
-        assert isinstance(model.policy.value_net, ReturnScale) == built, encoder
+        assert isinstance(model.policy.value_net, ReturnScale) == built, (encoder, collector)
     env.close()

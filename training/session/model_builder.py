@@ -146,7 +146,8 @@ def policy_class(
 ) -> str | type[ActorCriticPolicy]:
     """SB3's policy for the observation space, the policy with memory (``--memory``), the
     policy whose moves the game masks (``masks``: it sends ``action_mask``), or a lone
-    camera's whose values learn normalized returns (``--normalize-returns``, a CNN's).
+    camera's whose values learn normalized returns (``--normalize-returns``, a CNN's in
+    lander's loop).
 
     :raises ConfigError: memory for observations it cannot take yet (camera or several keys).
     """
@@ -160,7 +161,11 @@ def policy_class(
         return RecurrentActorCritic
     if space.shape is None:
         return MaskedPolicy if masks else "MultiInputPolicy"
-    if config.normalize_returns and cnn_reads_lone_camera(config.camera_encoder, space):
+    if (
+        config.normalize_returns
+        and config.collector != "sb3"  # lander's loop refits the returns, SB3's does not
+        and cnn_reads_lone_camera(config.camera_encoder, space)
+    ):
         return ReturnNormalizedCnnPolicy
     return "CnnPolicy" if image else "MlpPolicy"
 
