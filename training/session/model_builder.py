@@ -87,6 +87,12 @@ def make_ppo_model(
     ppo_settings["batch_size"] = config.minibatch_size(env.num_envs)
     algorithm = PPO if config.collector == "sb3" else LeanPPO
     if resume is None:
+        # Running statistics (pixels, returns) are for a CNN reading one camera alone (an
+        # Atari game's frames), refitted after each of lander's rollouts (SB3's own loop
+        # never refits them); elsewhere off.
+        refitted = algorithm is LeanPPO and cnn_reads_lone_camera(
+            config.camera_encoder, env.observation_space
+        )
         width = [config.net_width] * 2 if config.net_width else []
         policy_kwargs: dict[str, Any] = {"net_arch": {"pi": width, "vf": width}}
         if isinstance(env.action_space, spaces.Box):  # a Gaussian policy: its initial std
@@ -97,11 +103,7 @@ def make_ppo_model(
                     config.camera_encoder,
                     config.frame_stack,
                     config.cnn_features,
-                    # A CNN reading one camera alone (an Atari game's frames), refitted
-                    # after each of lander's rollouts (not SB3's own); elsewhere off.
-                    config.normalize_pixels
-                    and cnn_reads_lone_camera(config.camera_encoder, env.observation_space)
-                    and algorithm is LeanPPO,
+                    config.normalize_pixels and refitted,
                 )
             )
         if config.memory:
@@ -114,6 +116,7 @@ def make_ppo_model(
                 env.observation_space,
                 image,
                 masks_actions(env.observation_space, env.action_space),
+                returns_normalized=config.normalize_returns and refitted,
             ),
             env,
             **ppo_settings,
@@ -142,12 +145,16 @@ def make_ppo_model(
 
 
 def policy_class(
-    config: TrainConfig, space: spaces.Space[Any], image: bool, masks: bool = False
+    config: TrainConfig,
+    space: spaces.Space[Any],
+    image: bool,
+    masks: bool = False,
+    returns_normalized: bool = False,
 ) -> str | type[ActorCriticPolicy]:
     """SB3's policy for the observation space, the policy with memory (``--memory``), the
     policy whose moves the game masks (``masks``: it sends ``action_mask``), or a lone
-    camera's whose values learn normalized returns (``--normalize-returns``, a CNN's in
-    lander's loop).
+    camera's CNN whose values learn normalized returns (``returns_normalized``:
+    ``--normalize-returns`` where lander's loop refits them, as it does the pixels').
 
     :raises ConfigError: memory for observations it cannot take yet (camera or several keys).
     """
@@ -161,11 +168,7 @@ def policy_class(
         return RecurrentActorCritic
     if space.shape is None:
         return MaskedPolicy if masks else "MultiInputPolicy"
-    if (
-        config.normalize_returns
-        and config.collector != "sb3"  # lander's loop refits the returns, SB3's does not
-        and cnn_reads_lone_camera(config.camera_encoder, space)
-    ):
+    if returns_normalized:
         return ReturnNormalizedCnnPolicy
     return "CnnPolicy" if image else "MlpPolicy"
 
